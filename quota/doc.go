@@ -1,0 +1,52 @@
+// Package quota decides requests against stacks of rate limits and calendar
+// quotas, atomically, in one step per decision.
+//
+// A Request names a stack of Items (a Limit and the key of its state for
+// this request's scope), a cost and the longest wait the caller accepts. A
+// Store finds the earliest time t* at which every limit of the stack, and
+// every pause the request names, admits the request. If t* - now is within
+// MaxWait it charges every limit for t* and returns an admitted
+// Reservation: the caller sleeps until t* and goes, and a fleet of callers
+// is served in arrival order without polling or locks. Otherwise it changes
+// nothing and says when to retry. A request refused by one limit consumes
+// nothing of the others.
+//
+// This package holds the limit math, the Store interface, the in-process
+// MemoryStore and the shared conformance suite (package quotatest). The
+// Redis store lives in package redisstore. The package depends on the
+// standard library only.
+//
+// # The decision
+//
+// All times are integer microseconds on the store's clock. For each limit:
+//
+//   - GCRA (Rate per Period, Burst): emission interval T = ceil(Period/Rate),
+//     tolerance DVT = Burst*T. With tat = max(stored_tat, now), the limit
+//     admits a request of cost c at any time >= tat + c*T - DVT. Charging it
+//     at t sets stored_tat = max(tat, t) + c*T.
+//   - Window (Rate per calendar window): a count per window. The limit admits
+//     at t when count(window(t)) + c <= Rate; otherwise the earliest time is
+//     the start of the next window. Charging it at t adds c to window(t),
+//     so a reservation that waits into the next window is counted there.
+//   - A pause admits at any time >= its paused-until.
+//
+// The store finds t* by a fixpoint: start at t = max(now, paused-until); ask
+// every limit in order for the earliest time >= t it admits; if one is
+// later, move t there (that limit is the decider) and ask again. Limits only
+// ever move t forward, and a window moves it a whole window at a time, so
+// this ends within a few rounds. A store looks at most three windows ahead
+// (the one holding now and the two after it): a request that no window up
+// to the end of the third admits is denied with RetryAfter at that end.
+//
+// Per limit the Result gives Remaining and ResetAfter; see Status. Keys
+// expire when their state is back to idle (a GCRA tat in the past, a window
+// that has ended), so idle scopes cost no memory.
+//
+// # Cancel
+//
+// A waiter that will not use its slot cancels it (Reservation.Cancel). If the
+// slot time has not come, each GCRA limit gives back the part of c*T that no
+// later reservation depends on: later = clamp(stored_tat - tat_set, 0, c*T),
+// refund = c*T - later. Each window gives c back to the window it was charged
+// to, while that window has not ended. This never over-admits.
+package quota

@@ -1,0 +1,172 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStore is wrapped by every error a Store returns because its backend
+// failed (Redis down, a timeout, a malformed reply), as opposed to a
+// decision that refused the request.
+var ErrStore = errors.New("quota: store failed")
+
+// A Store decides requests against stacks of limits and keeps their state.
+// Implementations are safe for concurrent use. The store is the one clock:
+// every time in a decision is read from the store's clock, never the
+// caller's, so a fleet whose machines disagree on the time still agrees on
+// the quota.
+type Store interface {
+	// Reserve decides req atomically: it finds the earliest time at which
+	// every limit of the stack (and every pause) admits the request and,
+	// when that is within req.MaxWait, charges every limit for that time.
+	// Otherwise it changes nothing. A denied request is not an error: the
+	// Reservation says Allowed false and when to retry.
+	Reserve(ctx context.Context, req *Request) (*Reservation, error)
+	// Pause holds back every later request that names key (in tag) among
+	// its pauses for d from now on the store's clock. A shorter pause never
+	// shortens a longer one already in force.
+	Pause(ctx context.Context, tag, key string, d time.Duration) error
+}
+
+// An Item is one limit of a stack together with the key that holds its
+// state for this request's scope.
+type Item struct {
+	// Limit is the limit; it must pass Validate.
+	Limit *Limit
+	// Key names the state of this limit for this scope within the
+	// request's Tag, e.g. "peak" or "per-account:acct_1". Build it with
+	// KeyOf so that untrusted scope values stay inside their key.
+	Key string
+}
+
+// A Request asks a Store to admit one event against a stack of limits.
+type Request struct {
+	// Tag groups the keys of one decision. The Redis store makes it the
+	// hash tag of every key, so all of them live in one Redis Cluster slot.
+	// It must not be empty.
+	Tag string
+	// Items is the stack. It must not be empty.
+	Items []Item
+	// Pauses are keys (within Tag) of pauses that hold this request back.
+	Pauses []string
+	// Cost is how many events the request counts for. Zero means 1.
+	Cost int64
+	// MaxWait is the longest wait the caller accepts. A request that
+	// could only be admitted later is denied and charges nothing. Zero
+	// admits only a request that can go at once.
+	MaxWait time.Duration
+}
+
+// cost returns the cost with its default applied.
+func (r *Request) cost() int64 {
+	if r.Cost == 0 {
+		return 1
+	}
+	return r.Cost
+}
+
+// Validate reports whether the request is possible: a tag, a non-empty
+// stack of valid limits, keys, and a cost that each limit can ever admit.
+func (r *Request) Validate() error {
+	if r.Tag == "" {
+		return fmt.Errorf("%w request: empty tag", ErrInvalid)
+	}
+	if len(r.Items) == 0 {
+		return fmt.Errorf("%w request: empty stack", ErrInvalid)
+	}
+	if r.Cost < 0 {
+		return fmt.Errorf("%w request: cost %d is negative", ErrInvalid, r.Cost)
+	}
+	if r.MaxWait < 0 {
+		return fmt.Errorf("%w request: max wait %v is negative", ErrInvalid, r.MaxWait)
+	}
+	c := r.cost()
+	for i := range r.Items {
+		it := &r.Items[i]
+		if it.Limit == nil {
+			return fmt.Errorf("%w request: item %d has no limit", ErrInvalid, i)
+		}
+		if err := it.Limit.Validate(); err != nil {
+			return err
+		}
+		if it.Key == "" {
+			return fmt.Errorf("%w limit %q: empty key", ErrInvalid, it.Limit.Name)
+		}
+		if capacity := it.Limit.Capacity(); c > capacity {
+			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
+				ErrInvalid, it.Limit.Name, c, capacity)
+		}
+	}
+	for _, p := range r.Pauses {
+		if p == "" {
+			return fmt.Errorf("%w request: empty pause key", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Decider values that are not an index into Request.Items.
+const (
+	// NoDecider: no limit held the request back; it may go at once.
+	NoDecider = -1
+	// PausedDecider: a pause set the time, not a limit.
+	PausedDecider = -2
+)
+
+// Status is the state of one limit after a decision.
+type Status struct {
+	// Remaining is how many more events of cost 1 the limit would admit at
+	// once, at the decision's slot time (at the store's now when denied).
+	Remaining int64
+	// ResetAfter is how long until the limit is back to its full capacity:
+	// a GCRA limit drained, or the current calendar window ended.
+	ResetAfter time.Duration
+}
+
+// A Result is what a Store decided.
+type Result struct {
+	// Allowed is true when the request was admitted and charged.
+	Allowed bool
+	// Wait is, when Allowed, how long from the decision until the
+	// reserved slot; zero means go at once.
+	Wait time.Duration
+	// RetryAfter is, when not Allowed, how long until the stack would
+	// admit the request if nobody else reserved meanwhile.
+	RetryAfter time.Duration
+	// Decider is the index in Request.Items of the limit that set the
+	// slot time (the one that made the request wait or be denied), or
+	// NoDecider, or PausedDecider.
+	Decider int
+	// Limits holds one Status per Request.Items entry, in order.
+	Limits []Status
+}
+
+// A Reservation is an admitted or denied decision. An admitted reservation
+// holds its slot in every limit until it is used or cancelled.
+type Reservation struct {
+	Result
+	cancel    func(context.Context) error
+	cancelled atomic.Bool
+}
+
+// NewReservation is for Store implementations: it wraps a decision and the
+// function that gives its slot back. cancel may be nil when there is
+// nothing to give back (a denial, or a slot already due).
+func NewReservation(res Result, cancel func(context.Context) error) *Reservation {
+	return &Reservation{Result: res, cancel: cancel}
+}
+
+// Cancel gives back the part of the reservation's cost that no later
+// reservation depends on, as golang.org/x/time/rate's Reservation.Cancel
+// does. Call it when the caller will not use a slot it waited for: the
+// context ended, the request was dropped. A cancel after the slot's time,
+// a second cancel and a cancel of a denied reservation give back nothing.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	if r == nil || r.cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.cancel(ctx)
+}
