@@ -1,0 +1,76 @@
+package backoff
+
+import "time"
+
+// DefaultMaxDelay caps any vendor-supplied delay when [Signals.MaxDelay] is
+// zero.
+//
+// Ten minutes is longer than the windows of the per-second and per-minute
+// limits that produce nearly all 429s, so an honest Retry-After is honoured
+// in full, yet short enough that a buggy or hostile header (a Retry-After of
+// a year, an epoch misread as seconds-until) cannot park a request, or pause
+// a provider fleet-wide, for longer than an operator would notice. Vendors
+// whose resets are longer (GitHub's hourly window, daily quotas) are better
+// served by failing fast and letting the limiter's own calendar windows hold
+// requests back; set MaxDelay explicitly to wait longer.
+const DefaultMaxDelay = 10 * time.Minute
+
+// Signals says how a vendor tells a client it is throttled. The zero value
+// means: 429 is throttled, delays come from the standard headers, capped at
+// DefaultMaxDelay. A nil *Signals means the same as the zero value.
+type Signals struct {
+	// Rules lists the responses that mean "throttled". Empty means the
+	// default: any 429.
+	Rules []Rule
+
+	// Ignore lists responses that look throttled but are not retryable,
+	// e.g. OpenAI's 429 with body "insufficient_quota" (a billing problem,
+	// not a rate limit). Ignore is checked before Rules.
+	Ignore []Rule
+
+	// DelayHeaders names extra headers to read a delay from, in order,
+	// before the standard ones (e.g. "x-ratelimit-reset-requests").
+	// Each value may be delay-seconds (integer or decimal), an HTTP-date,
+	// an RFC 3339 timestamp, a Go-like duration ("6m0s", "12ms") or an
+	// epoch in seconds (a number greater than 1e9).
+	DelayHeaders []string
+
+	// MaxDelay caps any vendor-supplied delay. Zero means DefaultMaxDelay;
+	// a negative value is treated as zero.
+	MaxDelay time.Duration
+}
+
+// A Rule matches a response: all set fields must match.
+type Rule struct {
+	// Status is the response status code. It is required: a rule with
+	// Status 0 matches nothing.
+	Status int
+
+	// Header, when set, names a header that must be present...
+	Header string
+
+	// ...with this value, compared trimmed and case-insensitively.
+	// Empty means any value. Ignored when Header is empty.
+	HeaderValue string
+
+	// BodyContains, when set, is a substring that must occur in the first
+	// 64 KiB of the response body (see MaxBodyPeek). The comparison is
+	// case-sensitive.
+	BodyContains string
+}
+
+// MaxBodyPeek is how many bytes of a response body Classify reads to match
+// [Rule.BodyContains]. The body is restored afterwards, so the caller still
+// reads all of it.
+const MaxBodyPeek = 64 << 10
+
+// maxDelay returns the effective cap of s.
+func (s *Signals) maxDelay() time.Duration {
+	if s == nil || s.MaxDelay == 0 {
+		return DefaultMaxDelay
+	}
+	if s.MaxDelay < 0 {
+		return 0
+	}
+	return s.MaxDelay
+}
