@@ -114,10 +114,18 @@ func (c Calendar) Bounds(t time.Time) (start, end time.Time) {
 	}
 }
 
-// at is the reset time on the given local date; time.Date normalises a
-// reset that falls in a daylight-saving gap.
+// at is the reset time on the given local date, as wall-clock fields (not
+// midnight plus a duration, which is an hour off on a daylight-saving change
+// day); time.Date normalises a reset that falls in a daylight-saving gap.
 func (c Calendar) at(y int, m time.Month, d int, loc *time.Location) time.Time {
-	return time.Date(y, m, d, 0, 0, 0, 0, loc).Add(c.Reset)
+	r := c.Reset
+	h := r / time.Hour
+	r -= h * time.Hour
+	mi := r / time.Minute
+	r -= mi * time.Minute
+	sec := r / time.Second
+	r -= sec * time.Second
+	return time.Date(y, m, d, int(h), int(mi), int(sec), int(r), loc)
 }
 
 // A Limit is one limit of a stack. Its state lives in a Store under the key

@@ -1,0 +1,210 @@
+package quota
+
+import "time"
+
+// This file is the decision math of package doc "The decision", on state
+// held in memory. It takes now as a parameter and never reads a clock.
+
+// maxRounds bounds the fixpoint. Each round that does not end it moves t
+// forward: a GCRA limit at most once, a window at most once per window of
+// its horizon, so a stack needs far fewer rounds; hitting the bound means
+// denial, never over-admission.
+const maxRounds = 16
+
+// cell is the state of one key.
+type cell struct {
+	tat   int64 // GCRA: theoretical arrival time, µs
+	until int64 // pause: paused until, µs
+	wins  []win // Window: counts of windows that have not ended
+}
+
+// win is the count of one calendar window [start, end).
+type win struct{ start, end, count int64 }
+
+func (c *cell) count(start int64) int64 {
+	for _, w := range c.wins {
+		if w.start == start {
+			return w.count
+		}
+	}
+	return 0
+}
+
+// add charges n to window [start, end) and drops windows ended by now.
+func (c *cell) add(start, end, n, now int64) {
+	kept := c.wins[:0]
+	found := false
+	for _, w := range c.wins {
+		if w.start == start {
+			w.count += n
+			found = true
+		}
+		if w.end > now && w.count > 0 {
+			kept = append(kept, w)
+		}
+	}
+	c.wins = kept
+	if !found && n > 0 {
+		c.wins = append(c.wins, win{start, end, n})
+	}
+}
+
+// expires is when the cell is back to idle and may be forgotten.
+func (c *cell) expires() int64 {
+	e := max(c.tat, c.until)
+	for _, w := range c.wins {
+		e = max(e, w.end)
+	}
+	return e
+}
+
+// horizon holds the boundaries of the three windows a decision looks at:
+// [b[0], b[1]) holds now, then [b[1], b[2]) and [b[2], b[3]).
+type horizon [4]int64
+
+func horizonAt(cal Calendar, now int64) horizon {
+	s0, e0 := cal.Bounds(time.UnixMicro(now))
+	_, e1 := cal.Bounds(e0)
+	_, e2 := cal.Bounds(e1)
+	return horizon{s0.UnixMicro(), e0.UnixMicro(), e1.UnixMicro(), e2.UnixMicro()}
+}
+
+// slot finds the window holding t: it returns its index j (the window is
+// [h[j], h[j+1])), or -1 when t is past the horizon.
+func (h *horizon) slot(t int64) int {
+	for j := 0; j < 3; j++ {
+		if t < h[j+1] {
+			return j
+		}
+	}
+	return -1
+}
+
+// item is one limit of a decision with its state and derived constants.
+type item struct {
+	lim *Limit
+	c   *cell
+	tat int64 // GCRA: max(stored tat, now)
+	T   int64 // GCRA: emission interval
+	dvt int64 // GCRA: tolerance
+	h   horizon
+}
+
+func (it *item) init(lim *Limit, c *cell, now int64) {
+	it.lim, it.c = lim, c
+	if lim.Kind == GCRA {
+		it.T, it.dvt = lim.Interval(), lim.Tolerance()
+		it.tat = max(c.tat, now)
+		return
+	}
+	it.h = horizonAt(lim.Calendar, now)
+}
+
+// earliest returns the earliest time >= t at which the limit admits cost,
+// and whether that time is past what the limit can see (its horizon).
+func (it *item) earliest(t, cost int64) (int64, bool) {
+	if it.lim.Kind == GCRA {
+		return max(t, it.tat+cost*it.T-it.dvt), false
+	}
+	j := it.h.slot(t)
+	if j < 0 {
+		return t, true
+	}
+	if it.c.count(it.h[j])+cost <= it.lim.Rate {
+		return t, false
+	}
+	next := it.h[j+1]
+	return next, next >= it.h[3]
+}
+
+// decide runs the fixpoint of package doc "The decision". It returns the
+// slot time t, the decider, and whether every limit admits at t within the
+// horizon (the caller still checks max wait).
+func decide(items []item, now, cost, paused int64) (t int64, decider int, ok bool) {
+	t, decider = now, NoDecider
+	if paused > t {
+		t, decider = paused, PausedDecider
+	}
+	for round := 0; round < maxRounds; round++ {
+		moved := false
+		for i := range items {
+			e, beyond := items[i].earliest(t, cost)
+			if e > t {
+				t, decider, moved = e, i, true
+			}
+			if beyond {
+				return t, decider, false
+			}
+		}
+		if !moved {
+			return t, decider, true
+		}
+	}
+	return t, decider, false
+}
+
+// charge books cost at t in every limit and returns per limit the mark
+// Cancel needs: the tat set (GCRA) or the window start charged (Window).
+func charge(items []item, now, t, cost int64, marks []int64) {
+	for i := range items {
+		it := &items[i]
+		if it.lim.Kind == GCRA {
+			it.c.tat = max(it.tat, t) + cost*it.T
+			if marks != nil {
+				marks[i] = it.c.tat
+			}
+			continue
+		}
+		j := it.h.slot(t)
+		it.c.add(it.h[j], it.h[j+1], cost, now)
+		if marks != nil {
+			marks[i] = it.h[j]
+		}
+	}
+}
+
+// status reports a limit's state after the decision, at t when the request
+// was admitted (and charged), at now when it was denied.
+func (it *item) status(now, t int64, allowed bool) Status {
+	var rem, reset int64
+	if it.lim.Kind == GCRA {
+		at, tat := now, it.tat
+		if allowed {
+			at, tat = t, it.c.tat
+		}
+		rem = (it.dvt - (tat - at)) / it.T
+		reset = tat - now
+	} else {
+		at := now
+		if allowed {
+			at = t
+		}
+		j := max(it.h.slot(at), 0)
+		rem = it.lim.Rate - it.c.count(it.h[j])
+		reset = it.h[j+1] - now
+	}
+	return Status{Remaining: max(rem, 0), ResetAfter: time.Duration(max(reset, 0)) * time.Microsecond}
+}
+
+// refund gives back what Cancel may, per package doc "Cancel": now is the
+// store's time, t the reserved slot, marks what charge returned.
+func refund(items []item, now, t, cost int64, marks []int64) {
+	if now >= t {
+		return
+	}
+	for i := range items {
+		it := &items[i]
+		if it.lim.Kind == GCRA {
+			own := cost * it.T
+			later := min(max(it.c.tat-marks[i], 0), own)
+			it.c.tat -= own - later
+			continue
+		}
+		for k := range it.c.wins {
+			w := &it.c.wins[k]
+			if w.start == marks[i] && now < w.end {
+				w.count = max(w.count-cost, 0)
+			}
+		}
+	}
+}

@@ -1,0 +1,331 @@
+// Package quotatest holds what every quota.Store must pass: a conformance
+// suite of time-stepped tables (Run), a differential test against a
+// reference Model (Differential), and a Clock that moves only when told to.
+package quotatest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+// NewStore returns a fresh, empty store that reads the given clock. The
+// suite calls it once per case; the store is closed by the factory's own
+// t.Cleanup if it needs closing.
+type NewStore func(t *testing.T, clock quota.Clock) quota.Store
+
+// la is the zone of the daylight-saving cases. 2026-03-08 is 23 hours
+// long there, 2026-11-01 is 25.
+var la = mustZone("America/Los_Angeles")
+
+func mustZone(name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		panic(fmt.Sprintf("quotatest: time zone %s: %v", name, err))
+	}
+	return loc
+}
+
+// start is where most cases begin: on the hour, so hourly windows begin
+// with the case.
+var start = time.Date(2026, 3, 7, 12, 0, 0, 0, la)
+
+func gcra(name string, rate int64, period time.Duration, burst int64) *quota.Limit {
+	return &quota.Limit{Name: name, Kind: quota.GCRA, Rate: rate, Period: period, Burst: burst}
+}
+
+func window(name string, rate int64, unit quota.Unit, reset time.Duration, loc *time.Location) *quota.Limit {
+	return &quota.Limit{Name: name, Kind: quota.Window, Rate: rate,
+		Calendar: quota.Calendar{Unit: unit, Reset: reset, Location: loc}}
+}
+
+// A step is one operation of a case, after the clock moved by after.
+// Exactly one of reserve (the default), pause and cancel happens.
+type step struct {
+	after   time.Duration
+	cost    int64
+	maxWait time.Duration
+	pause   time.Duration // Pause the case's pause key for this long
+	cancel  int           // Cancel the reservation of step number cancel (1-based)
+
+	ok      bool
+	wait    time.Duration // Wait when ok, RetryAfter when not
+	decider int
+	remain  []int64 // per limit; nil: not checked
+}
+
+type conformanceCase struct {
+	name   string
+	start  time.Time
+	limits []*quota.Limit
+	steps  []step
+}
+
+const noD, paused = quota.NoDecider, quota.PausedDecider
+
+func cases() []conformanceCase {
+	hour := quota.Hour
+	return []conformanceCase{
+		{name: "burst from idle, then one per interval", limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{9}},
+				{ok: true, decider: noD}, {ok: true, decider: noD}, {ok: true, decider: noD}, {ok: true, decider: noD},
+				{ok: true, decider: noD}, {ok: true, decider: noD}, {ok: true, decider: noD}, {ok: true, decider: noD},
+				{ok: true, decider: noD, remain: []int64{0}},
+				{ok: false, wait: 100 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{after: 100 * time.Millisecond, ok: true, decider: noD, remain: []int64{0}},
+				{after: 500 * time.Millisecond, ok: true, decider: noD, remain: []int64{4}},
+			}},
+		{name: "burst 1", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{0}},
+				{ok: false, wait: time.Second, decider: 0},
+				{after: 500 * time.Millisecond, maxWait: time.Second, ok: true, wait: 500 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{maxWait: time.Second, ok: false, wait: 1500 * time.Millisecond, decider: 0},
+			}},
+		{name: "cost above 1 and max wait exactly the wait", limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{cost: 4, ok: true, decider: noD, remain: []int64{6}},
+				{cost: 4, ok: true, decider: noD, remain: []int64{2}},
+				{cost: 4, ok: false, wait: 200 * time.Millisecond, decider: 0, remain: []int64{2}},
+				{cost: 4, maxWait: 200*time.Millisecond - time.Microsecond, ok: false, wait: 200 * time.Millisecond, decider: 0},
+				{cost: 4, maxWait: 200 * time.Millisecond, ok: true, wait: 200 * time.Millisecond, decider: 0, remain: []int64{0}},
+			}},
+		{name: "3 per 10s: the interval rounds up", limits: []*quota.Limit{gcra("slow", 3, 10*time.Second, 0)},
+			steps: []step{
+				{ok: true, decider: noD}, {ok: true, decider: noD}, {ok: true, decider: noD, remain: []int64{0}},
+				// T = ceil(10s/3) = 3.333334s; the 4th is due at 3T - 3T + T.
+				{ok: false, wait: 3333334 * time.Microsecond, decider: 0},
+				{after: 3333333 * time.Microsecond, ok: false, wait: time.Microsecond, decider: 0},
+				{after: time.Microsecond, ok: true, decider: noD, remain: []int64{0}},
+			}},
+		{name: "GCRA and window mixed; a denial charges nothing; a wait into the next window counts there",
+			limits: []*quota.Limit{gcra("peak", 2, time.Second, 0), window("hourly", 3, hour, 0, time.UTC)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{1, 2}},
+				{ok: true, decider: noD, remain: []int64{0, 1}},
+				{ok: false, wait: 500 * time.Millisecond, decider: 0, remain: []int64{0, 1}},
+				{after: time.Second, ok: true, decider: noD, remain: []int64{1, 0}},
+				{after: time.Second, ok: false, wait: time.Hour - 2*time.Second, decider: 1, remain: []int64{2, 0}},
+				{maxWait: time.Hour, ok: true, wait: time.Hour - 2*time.Second, decider: 1, remain: []int64{1, 2}},
+				// the peak limit now reaches the window's start too; the first
+				// limit in the stack to set the time is the decider
+				{maxWait: time.Hour, ok: true, wait: time.Hour - 2*time.Second, decider: 0, remain: []int64{0, 1}},
+				{maxWait: time.Hour, ok: true, wait: time.Hour - 2*time.Second + 500*time.Millisecond, decider: 0, remain: []int64{0, 0}},
+			}},
+		{name: "daily window on the 23-hour spring-forward day",
+			start:  time.Date(2026, 3, 8, 0, 30, 0, 0, la),
+			limits: []*quota.Limit{window("daily", 2, quota.Day, 0, la)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{1}},
+				{ok: true, decider: noD, remain: []int64{0}},
+				{ok: false, wait: 22*time.Hour + 30*time.Minute, decider: 0},
+				{after: 22*time.Hour + 30*time.Minute - time.Microsecond, ok: false, wait: time.Microsecond, decider: 0},
+				{after: time.Microsecond, ok: true, decider: noD, remain: []int64{1}},
+			}},
+		{name: "daily window on the 25-hour fall-back day",
+			start:  time.Date(2026, 11, 1, 0, 30, 0, 0, la),
+			limits: []*quota.Limit{window("daily", 1, quota.Day, 0, la)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{0}},
+				{ok: false, wait: 24*time.Hour + 30*time.Minute, decider: 0},
+			}},
+		{name: "daily window resetting at 09:00 local across spring-forward",
+			start:  time.Date(2026, 3, 8, 8, 0, 0, 0, la),
+			limits: []*quota.Limit{window("daily", 1, quota.Day, 9*time.Hour, la)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{ok: false, wait: time.Hour, decider: 0},
+			}},
+		{name: "cancel with no later reservation gives the slot back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
+				{cancel: 2},
+				{maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
+			}},
+		{name: "cancel with a later reservation gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: 0},
+				{maxWait: 2 * time.Second, ok: true, wait: 2 * time.Second, decider: 0},
+				{cancel: 2},
+				{maxWait: 3 * time.Second, ok: true, wait: 3 * time.Second, decider: 0},
+			}},
+		{name: "cancel with a later cheaper reservation gives back the difference", limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{cost: 10, ok: true, decider: noD},
+				{cost: 5, maxWait: time.Second, ok: true, wait: 500 * time.Millisecond, decider: 0},
+				{cost: 2, maxWait: time.Second, ok: true, wait: 700 * time.Millisecond, decider: 0},
+				{cancel: 2}, // 200ms of it is depended on, 300ms comes back
+				{maxWait: time.Second, ok: true, wait: 500 * time.Millisecond, decider: 0},
+			}},
+		{name: "cancel after the slot's time gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
+				{after: time.Second, cancel: 2},
+				{ok: false, wait: time.Second, decider: 0},
+			}},
+		{name: "a second cancel gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
+				{cancel: 2},
+				{cancel: 2},
+				{maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
+				{ok: false, wait: 2 * time.Second, decider: 0},
+			}},
+		{name: "cancel gives a window's count back to the window it was charged to",
+			limits: []*quota.Limit{window("hourly", 1, hour, 0, time.UTC)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: 2 * time.Hour, ok: true, wait: time.Hour, decider: 0, remain: []int64{0}},
+				{cancel: 2},
+				{maxWait: 2 * time.Hour, ok: true, wait: time.Hour, decider: 0, remain: []int64{0}},
+				{maxWait: 3 * time.Hour, ok: true, wait: 2 * time.Hour, decider: 0},
+			}},
+		{name: "pause holds every request back, and a shorter pause does not shorten it",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{pause: 5 * time.Second},
+				{pause: time.Second},
+				{ok: false, wait: 5 * time.Second, decider: paused, remain: []int64{10}},
+				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused, remain: []int64{9}},
+				{after: 5 * time.Second, ok: true, decider: noD},
+			}},
+		{name: "a limit behind a pause decides when it is later", limits: []*quota.Limit{gcra("one", 1, 10*time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{pause: 2 * time.Second},
+				{ok: false, wait: 10 * time.Second, decider: 0},
+			}},
+		{name: "nothing beyond three windows", limits: []*quota.Limit{window("hourly", 1, hour, 0, time.UTC)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: 9 * time.Hour, ok: true, wait: time.Hour, decider: 0},
+				{maxWait: 9 * time.Hour, ok: true, wait: 2 * time.Hour, decider: 0},
+				{maxWait: 9 * time.Hour, ok: false, wait: 3 * time.Hour, decider: 0},
+			}},
+	}
+}
+
+// Run runs the conformance suite against the stores newStore makes.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("Decisions", func(t *testing.T) {
+		for _, tc := range cases() {
+			t.Run(tc.name, func(t *testing.T) { runCase(t, newStore, tc) })
+		}
+	})
+	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
+	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
+	t.Run("Differential", func(t *testing.T) {
+		for seed := int64(1); seed <= 4; seed++ {
+			Differential(t, seed, 300, newStore)
+		}
+	})
+}
+
+func runCase(t *testing.T, newStore NewStore, tc conformanceCase) {
+	t.Helper()
+	begin := tc.start
+	if begin.IsZero() {
+		begin = start
+	}
+	clock := NewClock(begin)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	req := quota.Request{Tag: "conformance", Pauses: []string{"pause"}}
+	for _, l := range tc.limits {
+		req.Items = append(req.Items, quota.Item{Limit: l, Key: quota.KeyOf(l.Name, "")})
+	}
+	reservations := map[int]*quota.Reservation{}
+	for n, s := range tc.steps {
+		clock.Advance(s.after)
+		where := fmt.Sprintf("step %d (at +%v)", n+1, clock.Now().Sub(begin))
+		switch {
+		case s.pause > 0:
+			if err := st.Pause(ctx, req.Tag, "pause", s.pause); err != nil {
+				t.Fatalf("%s: Pause: %v", where, err)
+			}
+			continue
+		case s.cancel > 0:
+			if err := reservations[s.cancel].Cancel(ctx); err != nil {
+				t.Fatalf("%s: Cancel: %v", where, err)
+			}
+			continue
+		}
+		r := req
+		r.Cost, r.MaxWait = s.cost, s.maxWait
+		res, err := st.Reserve(ctx, &r)
+		if err != nil {
+			t.Fatalf("%s: Reserve: %v", where, err)
+		}
+		reservations[n+1] = res
+		got := res.Wait
+		if !res.Allowed {
+			got = res.RetryAfter
+		}
+		if res.Allowed != s.ok || got != s.wait || res.Decider != s.decider {
+			t.Errorf("%s: got allowed=%v wait/retry=%v decider=%d, want allowed=%v wait/retry=%v decider=%d",
+				where, res.Allowed, got, res.Decider, s.ok, s.wait, s.decider)
+		}
+		if len(res.Limits) != len(req.Items) {
+			t.Fatalf("%s: got %d limit statuses, want %d", where, len(res.Limits), len(req.Items))
+		}
+		for i, want := range s.remain {
+			if res.Limits[i].Remaining != want {
+				t.Errorf("%s: limit %q remaining = %d, want %d", where, tc.limits[i].Name, res.Limits[i].Remaining, want)
+			}
+		}
+	}
+}
+
+func testInvalid(t *testing.T, newStore NewStore) {
+	st := newStore(t, NewClock(start))
+	ctx := context.Background()
+	ok := gcra("peak", 10, time.Second, 0)
+	bad := []struct {
+		name string
+		req  quota.Request
+	}{
+		{"empty stack", quota.Request{Tag: "x"}},
+		{"empty tag", quota.Request{Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
+		{"zero rate", quota.Request{Tag: "x", Items: []quota.Item{{Limit: gcra("zero", 0, time.Second, 0), Key: "zero"}}}},
+		{"negative burst", quota.Request{Tag: "x", Items: []quota.Item{{Limit: gcra("neg", 1, time.Second, -1), Key: "neg"}}}},
+		{"period below 1µs", quota.Request{Tag: "x", Items: []quota.Item{{Limit: gcra("fast", 1, time.Nanosecond, 0), Key: "fast"}}}},
+		{"cost above burst", quota.Request{Tag: "x", Cost: 11, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
+		{"cost above window quota", quota.Request{Tag: "x", Cost: 3, Items: []quota.Item{{Limit: window("daily", 2, quota.Day, 0, nil), Key: "daily"}}}},
+		{"window without unit", quota.Request{Tag: "x", Items: []quota.Item{{Limit: &quota.Limit{Name: "w", Kind: quota.Window, Rate: 1}, Key: "w"}}}},
+		{"unknown kind", quota.Request{Tag: "x", Items: []quota.Item{{Limit: &quota.Limit{Name: "k", Rate: 1}, Key: "k"}}}},
+		{"nil limit", quota.Request{Tag: "x", Items: []quota.Item{{Key: "k"}}}},
+		{"empty key", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok}}}},
+		{"negative cost", quota.Request{Tag: "x", Cost: -1, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
+	}
+	for _, b := range bad {
+		res, err := st.Reserve(ctx, &b.req)
+		if !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("%s: got (%v, %v), want an error wrapping quota.ErrInvalid", b.name, res, err)
+		}
+	}
+}
+
+// testSeparate checks that keys and tags do not share state.
+func testSeparate(t *testing.T, newStore NewStore) {
+	st := newStore(t, NewClock(start))
+	ctx := context.Background()
+	one := gcra("one", 1, time.Hour, 1)
+	for _, tag := range []string{"a", "b", "{a}", "a:b", "a\nb"} {
+		for _, key := range []string{quota.KeyOf("one", ""), quota.KeyOf("one", "x"), quota.KeyOf("one", "y")} {
+			req := quota.Request{Tag: tag, Items: []quota.Item{{Limit: one, Key: key}}}
+			res, err := st.Reserve(ctx, &req)
+			if err != nil || !res.Allowed {
+				t.Fatalf("tag %q key %q: first request got (%+v, %v), want allowed: state leaked between keys", tag, key, res, err)
+			}
+		}
+	}
+}
