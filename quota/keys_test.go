@@ -1,0 +1,55 @@
+package quota_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+func TestSafePart(t *testing.T) {
+	t.Parallel()
+	keep := []string{"acct_1", "store-9.myshopify.com", "a@b+c=d/e", strings.Repeat("x", 64)}
+	for _, s := range keep {
+		if got := quota.SafePart(s); got != s {
+			t.Errorf("SafePart(%q) = %q, want it unchanged", s, got)
+		}
+	}
+	hostile := []string{"", "{tag}", "a:b", "a\nb", "a b", "\xff\xfe", "ünï", strings.Repeat("x", 65), strings.Repeat("{", 10000)}
+	seen := map[string]string{}
+	for _, s := range hostile {
+		got := quota.SafePart(s)
+		if !strings.HasPrefix(got, "#") || len(got) != 33 {
+			t.Errorf("SafePart(%q) = %q, want # and 32 hex digits", s, got)
+		}
+		if strings.ContainsAny(got, "{}:\n ") {
+			t.Errorf("SafePart(%q) = %q holds a character that could break a key", s, got)
+		}
+		if prev, dup := seen[got]; dup {
+			t.Errorf("SafePart(%q) = SafePart(%q) = %q", s, prev, got)
+		}
+		seen[got] = s
+	}
+}
+
+func TestKeyOfDistinct(t *testing.T) {
+	t.Parallel()
+	// A scope that tries to look like another limit's key must not collide.
+	pairs := [][2]string{{"a", "b:c"}, {"a:b", "c"}, {"a", ""}, {"a", "#"}, {"a", "{x}"}}
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		k := quota.KeyOf(p[0], p[1])
+		if seen[k] {
+			t.Errorf("KeyOf(%q, %q) = %q collides", p[0], p[1], k)
+		}
+		seen[k] = true
+	}
+	for i := 0; i < 10000; i++ {
+		k := quota.KeyOf("per-tenant", fmt.Sprintf("tenant\n%d", i))
+		if seen[k] || len(k) > 100 {
+			t.Fatalf("KeyOf for tenant %d = %q: collides or is unbounded", i, k)
+		}
+		seen[k] = true
+	}
+}

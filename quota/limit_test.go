@@ -1,0 +1,111 @@
+package quota_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+func zone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("LoadLocation(%q): %v", name, err)
+	}
+	return loc
+}
+
+func TestCalendarBounds(t *testing.T) {
+	t.Parallel()
+	la := zone(t, "America/Los_Angeles")
+	kolkata := zone(t, "Asia/Kolkata")
+	tests := []struct {
+		name       string
+		cal        quota.Calendar
+		at         time.Time
+		start, end time.Time
+	}{
+		{"day in UTC", quota.Calendar{Unit: quota.Day},
+			time.Date(2026, 5, 1, 13, 0, 0, 0, time.UTC),
+			time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 2, 0, 0, 0, 0, time.UTC)},
+		{"day, exactly at the reset", quota.Calendar{Unit: quota.Day, Location: la},
+			time.Date(2026, 5, 1, 0, 0, 0, 0, la),
+			time.Date(2026, 5, 1, 0, 0, 0, 0, la), time.Date(2026, 5, 2, 0, 0, 0, 0, la)},
+		{"day before its 09:00 reset belongs to yesterday", quota.Calendar{Unit: quota.Day, Reset: 9 * time.Hour, Location: la},
+			time.Date(2026, 5, 1, 8, 59, 59, 0, la),
+			time.Date(2026, 4, 30, 9, 0, 0, 0, la), time.Date(2026, 5, 1, 9, 0, 0, 0, la)},
+		{"spring-forward day is 23 hours", quota.Calendar{Unit: quota.Day, Location: la},
+			time.Date(2026, 3, 8, 12, 0, 0, 0, la),
+			time.Date(2026, 3, 8, 0, 0, 0, 0, la), time.Date(2026, 3, 9, 0, 0, 0, 0, la)},
+		{"fall-back day is 25 hours", quota.Calendar{Unit: quota.Day, Location: la},
+			time.Date(2026, 11, 1, 23, 0, 0, 0, la),
+			time.Date(2026, 11, 1, 0, 0, 0, 0, la), time.Date(2026, 11, 2, 0, 0, 0, 0, la)},
+		{"09:00 reset after spring-forward is 09:00 PDT", quota.Calendar{Unit: quota.Day, Reset: 9 * time.Hour, Location: la},
+			time.Date(2026, 3, 8, 10, 0, 0, 0, la),
+			time.Date(2026, 3, 8, 9, 0, 0, 0, la), time.Date(2026, 3, 9, 9, 0, 0, 0, la)},
+		{"hour at :30", quota.Calendar{Unit: quota.Hour, Reset: 30 * time.Minute},
+			time.Date(2026, 5, 1, 13, 10, 0, 0, time.UTC),
+			time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC), time.Date(2026, 5, 1, 13, 30, 0, 0, time.UTC)},
+		{"hour in a half-hour zone follows local time", quota.Calendar{Unit: quota.Hour, Location: kolkata},
+			time.Date(2026, 5, 1, 13, 10, 0, 0, time.UTC), // 18:40 IST
+			time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC), time.Date(2026, 5, 1, 13, 30, 0, 0, time.UTC)},
+		{"the repeated fall-back hour is its own window", quota.Calendar{Unit: quota.Hour, Location: la},
+			time.Date(2026, 11, 1, 9, 15, 0, 0, time.UTC), // 01:15 PST, the second 01:15
+			time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)},
+		{"month", quota.Calendar{Unit: quota.Month, Location: la},
+			time.Date(2026, 2, 28, 23, 0, 0, 0, la),
+			time.Date(2026, 2, 1, 0, 0, 0, 0, la), time.Date(2026, 3, 1, 0, 0, 0, 0, la)},
+		{"month before its reset on the 1st", quota.Calendar{Unit: quota.Month, Reset: 9 * time.Hour},
+			time.Date(2027, 1, 1, 8, 0, 0, 0, time.UTC),
+			time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 9, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		start, end := tt.cal.Bounds(tt.at)
+		if !start.Equal(tt.start) || !end.Equal(tt.end) {
+			t.Errorf("%s: Bounds(%v) = [%v, %v), want [%v, %v)", tt.name, tt.at, start, end, tt.start, tt.end)
+		}
+	}
+}
+
+func TestLimitValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		lim  quota.Limit
+		want string // "" = valid
+	}{
+		{quota.Limit{Name: "ok", Kind: quota.GCRA, Rate: 100, Period: time.Second}, ""},
+		{quota.Limit{Name: "ok", Kind: quota.Window, Rate: 250000, Calendar: quota.Calendar{Unit: quota.Day}}, ""},
+		{quota.Limit{Kind: quota.GCRA, Rate: 1, Period: time.Second}, "empty name"},
+		{quota.Limit{Name: "r", Kind: quota.GCRA, Rate: 0, Period: time.Second}, `limit "r": rate 0`},
+		{quota.Limit{Name: "b", Kind: quota.GCRA, Rate: 1, Period: time.Second, Burst: -1}, `limit "b": burst -1`},
+		{quota.Limit{Name: "p", Kind: quota.GCRA, Rate: 1, Period: 999 * time.Nanosecond}, `limit "p": period`},
+		{quota.Limit{Name: "f", Kind: quota.GCRA, Rate: 2000, Period: time.Millisecond}, `finer than 1 event per µs`},
+		{quota.Limit{Name: "u", Kind: quota.Window, Rate: 1}, `limit "u": window unit`},
+		{quota.Limit{Name: "h", Kind: quota.Window, Rate: 1, Calendar: quota.Calendar{Unit: quota.Hour, Reset: time.Hour}}, `within the hour`},
+		{quota.Limit{Name: "d", Kind: quota.Window, Rate: 1, Calendar: quota.Calendar{Unit: quota.Day, Reset: -time.Minute}}, `within the day`},
+		{quota.Limit{Name: "k", Rate: 1}, `unknown kind`},
+	}
+	for _, tt := range tests {
+		err := tt.lim.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: unexpected error %v", tt.lim, err)
+		case tt.want != "" && (err == nil || !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%+v: got error %v, want one wrapping ErrInvalid containing %q", tt.lim, err, tt.want)
+		}
+	}
+}
+
+func TestIntervalRoundsUp(t *testing.T) {
+	t.Parallel()
+	l := quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 3, Period: 10 * time.Second}
+	if got, want := l.Interval(), int64(3333334); got != want {
+		t.Errorf("Interval() = %d, want %d", got, want)
+	}
+	if got, want := l.Tolerance(), int64(3*3333334); got != want {
+		t.Errorf("Tolerance() = %d, want %d", got, want)
+	}
+}
