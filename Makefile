@@ -1,0 +1,57 @@
+# make test: gofmt check, go vet, staticcheck, then the race-enabled tests,
+# which start real redis-server processes (internal/redistest).
+
+SHELL := /bin/bash
+
+# Pinned so every machine reports the same findings.
+STATICCHECK_VERSION := v0.8.2
+
+GOBIN := $(or $(shell go env GOBIN),$(firstword $(subst :, ,$(shell go env GOPATH)))/bin)
+STATICCHECK := $(GOBIN)/staticcheck
+
+# Per test binary; a hung test fails here instead of stalling CI.
+TEST_TIMEOUT ?= 8m
+
+.PHONY: test redis staticcheck
+
+test: redis staticcheck
+	@echo '== gofmt'
+	@out="$$(gofmt -l . 2>&1)"; if [ -n "$$out" ]; then \
+		echo 'gofmt: these files are not formatted (run gofmt -w on them):'; \
+		echo "$$out"; exit 1; fi
+	@echo '== go vet'
+	go vet ./...
+	@echo '== staticcheck'
+	$(STATICCHECK) ./...
+	@echo '== go test'
+	go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Internal helper: make sure redis-server is on PATH. As root it is installed
+# with apt-get; Debian's package starts a system redis on 6379, which the tests
+# do not use (each test starts its own on a free port), so it is stopped and
+# disabled again.
+redis:
+	@if command -v redis-server >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo 'redis-server not found in PATH. The tests start real Redis servers;'; \
+		echo 'install it (Debian/Ubuntu: sudo apt-get install redis-server) or run make test as root.'; \
+		exit 1; \
+	fi; \
+	echo 'redis-server not found: installing it with apt-get'; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server || exit 1; \
+	if [ -d /run/systemd/system ]; then \
+		systemctl disable --now redis-server.service || true; \
+	elif [ -x /etc/init.d/redis-server ]; then \
+		/etc/init.d/redis-server stop || true; \
+		update-rc.d redis-server disable || true; \
+	fi; \
+	command -v redis-server >/dev/null || { echo 'redis-server still not in PATH after install'; exit 1; }
+
+# Installs staticcheck $(STATICCHECK_VERSION) into $(GOBIN) unless that exact
+# version is already there.
+staticcheck:
+	@if [ -x "$(STATICCHECK)" ] && go version -m "$(STATICCHECK)" | \
+		grep -Eq '^[[:space:]]+mod[[:space:]]+honnef.co/go/tools[[:space:]]+$(STATICCHECK_VERSION)([[:space:]]|$$)'; then \
+		exit 0; fi; \
+	echo 'installing staticcheck $(STATICCHECK_VERSION) into $(GOBIN)'; \
+	GOBIN="$(GOBIN)" go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
