@@ -1,6 +1,11 @@
 package backoff
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // DefaultMaxDelay caps any vendor-supplied delay when [Signals.MaxDelay] is
 // zero.
@@ -35,8 +40,9 @@ type Signals struct {
 	// epoch in seconds (a number greater than 1e9).
 	DelayHeaders []string
 
-	// MaxDelay caps any vendor-supplied delay. Zero means DefaultMaxDelay;
-	// a negative value is treated as zero.
+	// MaxDelay caps any vendor-supplied delay. Zero means DefaultMaxDelay.
+	// A negative value means the vendor's delays are not trusted at all:
+	// Classify reports none, and Policy falls back to exponential backoff.
 	MaxDelay time.Duration
 }
 
@@ -73,4 +79,63 @@ func (s *Signals) maxDelay() time.Duration {
 		return 0
 	}
 	return s.MaxDelay
+}
+
+// ErrInvalidSignals is wrapped by every error Validate returns.
+var ErrInvalidSignals = errors.New("backoff: invalid signals")
+
+// Validate reports every problem in s at once, joined (errors.Join), each
+// wrapping ErrInvalidSignals and naming the field, e.g.
+// "Rules[1].Status: 0 is not an HTTP status (want 100-599)". A nil or zero
+// Signals is valid. Classify never fails on invalid Signals: a rule that
+// cannot match simply matches nothing.
+func (s *Signals) Validate() error {
+	if s == nil {
+		return nil
+	}
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidSignals, field, fmt.Sprintf(format, args...)))
+	}
+	check := func(list string, rules []Rule) {
+		for i, r := range rules {
+			f := fmt.Sprintf("%s[%d]", list, i)
+			if r.Status < 100 || r.Status > 599 {
+				add(f+".Status", "%d is not an HTTP status (want 100-599)", r.Status)
+			}
+			if r.Header != "" && !validHeaderName(r.Header) {
+				add(f+".Header", "%q is not a valid header name", r.Header)
+			}
+			if r.Header == "" && r.HeaderValue != "" {
+				add(f+".HeaderValue", "%q is set but Header is empty (name the header it belongs to)", r.HeaderValue)
+			}
+			if len(r.BodyContains) > MaxBodyPeek {
+				add(f+".BodyContains", "%d bytes long, more than the %d bytes of body read", len(r.BodyContains), MaxBodyPeek)
+			}
+		}
+	}
+	check("Rules", s.Rules)
+	check("Ignore", s.Ignore)
+	for i, h := range s.DelayHeaders {
+		if !validHeaderName(h) {
+			add(fmt.Sprintf("DelayHeaders[%d]", i), "%q is not a valid header name", h)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validHeaderName reports whether name is an RFC 9110 token, the syntax of
+// a header field name.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,241 @@
+package backoff
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Verdict is what Classify reads from a response.
+type Verdict struct {
+	// Throttled reports that the response is the vendor's throttling
+	// signal: it matched Signals.Rules (by default, a 429), or it matched
+	// Signals.Ignore, which lists responses that look throttled but are not
+	// worth retrying.
+	Throttled bool
+
+	// Retryable reports that the request was refused for rate and may be
+	// retried, whatever its method, once Delay has passed: the response is
+	// throttled and not matched by Signals.Ignore. It is false for every
+	// response that is not throttled; whether a 5xx may be retried depends
+	// on the request, which Policy decides. A transport should pause a
+	// provider only when both Throttled and Retryable are true.
+	Retryable bool
+
+	// Delay is how long the vendor asked the client to wait, capped at
+	// Signals.MaxDelay. Zero means the vendor gave no usable delay.
+	Delay time.Duration
+
+	// Source names the header Delay came from, e.g. "Retry-After"; empty
+	// when Delay is zero.
+	Source string
+}
+
+// Standard delay headers, in the order Classify reads them after
+// Signals.DelayHeaders.
+const (
+	headerRetryAfterMs    = "retry-after-ms"
+	headerRetryAfter      = "Retry-After"
+	headerResetAfter      = "X-RateLimit-Reset-After"
+	headerReset           = "X-RateLimit-Reset"
+	headerRateLimit       = "RateLimit"
+	headerRateLimitPolicy = "RateLimit-Policy"
+	headerRateLimitReset  = "RateLimit-Reset"
+)
+
+// Classify reads the throttling signals of resp by the rules of s (nil
+// means the zero Signals: a 429 is throttled) at time now.
+//
+// Signals.Ignore is checked first: a match is Throttled but not Retryable,
+// with no Delay. Then Signals.Rules, or the default 429, decide Throttled.
+//
+// The delay of a throttled response is read from the first of these
+// headers that gives a positive delay: Signals.DelayHeaders in order,
+// retry-after-ms (OpenAI; the same signal as Retry-After, finer),
+// Retry-After, X-RateLimit-Reset-After (Discord), X-RateLimit-Reset
+// (epoch or seconds, see below), RateLimit with RateLimit-Policy (IETF
+// drafts), RateLimit-Reset (older drafts). A response that is not
+// throttled only has its retry-after-ms and Retry-After read (a server may
+// send them with a 503); the X-RateLimit-* and RateLimit fields describe
+// the quota window on every response and only mean "wait" when the
+// response is throttled. A number in X-RateLimit-Reset, RateLimit-Reset or
+// a DelayHeaders header above 1e9 is a Unix time, any other is seconds
+// from now. Malformed, negative, zero and past values are skipped; every
+// delay is capped at Signals.MaxDelay.
+//
+// To match Rule.BodyContains, Classify reads at most MaxBodyPeek bytes of
+// the body and then replaces resp.Body with a reader that yields the
+// whole original body (the bytes read, then the rest) and closes the
+// original body. It reads the body only when a rule with BodyContains has
+// the response's status, and at most once however often it is called on
+// the same response. A nil resp gives the zero Verdict. Classify never
+// panics on what a server sends.
+func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
+	if resp == nil {
+		return Verdict{}
+	}
+	var sig Signals
+	if s != nil {
+		sig = *s
+	}
+	m := matcher{resp: resp}
+	for _, r := range sig.Ignore {
+		if m.match(r) {
+			return Verdict{Throttled: true}
+		}
+	}
+	throttled := false
+	if len(sig.Rules) == 0 {
+		throttled = resp.StatusCode == http.StatusTooManyRequests
+	}
+	for _, r := range sig.Rules {
+		if m.match(r) {
+			throttled = true
+			break
+		}
+	}
+	d, src := vendorDelay(resp.Header, &sig, throttled, now)
+	return Verdict{Throttled: throttled, Retryable: throttled, Delay: d, Source: src}
+}
+
+// vendorDelay returns the first positive delay in h, capped, and the name
+// of its header, in the order Classify documents.
+func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time.Duration, string) {
+	max := s.maxDelay()
+	if max <= 0 || len(h) == 0 {
+		return 0, ""
+	}
+	if throttled {
+		for _, name := range s.DelayHeaders {
+			if d, ok := parseAny(first(h, name), now); ok {
+				return capDelay(d, max), name
+			}
+		}
+	}
+	if d, ok := parseMillis(first(h, headerRetryAfterMs)); ok {
+		return capDelay(d, max), headerRetryAfterMs
+	}
+	if d, ok := parseRetryAfter(first(h, headerRetryAfter), now); ok {
+		return capDelay(d, max), headerRetryAfter
+	}
+	if !throttled {
+		return 0, ""
+	}
+	if d, ok := parseSeconds(first(h, headerResetAfter)); ok {
+		return capDelay(d, max), headerResetAfter
+	}
+	if d, ok := parseReset(first(h, headerReset), now); ok {
+		return capDelay(d, max), headerReset
+	}
+	if d, ok := rateLimitDelay(joined(h, headerRateLimit), joined(h, headerRateLimitPolicy), now); ok {
+		return capDelay(d, max), headerRateLimit
+	}
+	if d, ok := parseReset(first(h, headerRateLimitReset), now); ok {
+		return capDelay(d, max), headerRateLimitReset
+	}
+	return 0, ""
+}
+
+// first returns the first value of header name, as go-retryablehttp and
+// most clients read a repeated Retry-After.
+func first(h http.Header, name string) string {
+	if name == "" {
+		return ""
+	}
+	if v := h.Values(name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// joined returns all values of header name joined by commas, as RFC 8941
+// requires of a Structured Field sent on several lines.
+func joined(h http.Header, name string) string {
+	return strings.Join(h.Values(name), ", ")
+}
+
+// matcher matches rules against one response, reading its body at most
+// once.
+type matcher struct {
+	resp   *http.Response
+	peeked bool
+	body   []byte
+}
+
+// match reports whether every set field of r matches the response.
+func (m *matcher) match(r Rule) bool {
+	if r.Status == 0 || m.resp.StatusCode != r.Status {
+		return false
+	}
+	if r.Header != "" {
+		vals := m.resp.Header.Values(r.Header)
+		if len(vals) == 0 {
+			return false
+		}
+		if want := strings.TrimSpace(r.HeaderValue); want != "" {
+			found := false
+			for _, v := range vals {
+				if strings.EqualFold(strings.TrimSpace(v), want) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+	}
+	if r.BodyContains != "" {
+		if !m.peeked {
+			m.body, m.peeked = peekBody(m.resp), true
+		}
+		if !bytes.Contains(m.body, []byte(r.BodyContains)) {
+			return false
+		}
+	}
+	return true
+}
+
+// peekedBody is the body Classify leaves on a response it has read: the
+// bytes it read, then the rest of the original body; Close closes the
+// original. peek is kept so that a later Classify of the same response
+// (go-retryablehttp calls Backoff after draining the body) sees the same
+// bytes.
+type peekedBody struct {
+	peek []byte
+	r    io.Reader
+	c    io.Closer
+}
+
+func (b *peekedBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *peekedBody) Close() error               { return b.c.Close() }
+
+// errReader fails every Read with err: it stands for the rest of a body
+// whose read failed while peeking, so the caller sees the same failure.
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// peekBody returns at most MaxBodyPeek bytes from the start of resp.Body
+// and restores resp.Body to yield the whole original body.
+func peekBody(resp *http.Response) []byte {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	if b, ok := resp.Body.(*peekedBody); ok {
+		return b.peek
+	}
+	orig := resp.Body
+	buf, err := io.ReadAll(io.LimitReader(orig, MaxBodyPeek))
+	var rest io.Reader = orig
+	switch {
+	case err != nil:
+		rest = errReader{err}
+	case len(buf) < MaxBodyPeek:
+		rest = bytes.NewReader(nil) // the body ended; don't read it again
+	}
+	resp.Body = &peekedBody{peek: buf, r: io.MultiReader(bytes.NewReader(buf), rest), c: orig}
+	return buf
+}
