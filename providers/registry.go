@@ -1,0 +1,357 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+// plan is the precomputed stack of a provider's requests that match no
+// route, or of one route.
+type plan struct {
+	limits []*Limit
+	cost   int64
+	// static is set when every limit is provider-wide: the request is the
+	// same for every call (Items, Tag and Pauses are shared).
+	static bool
+	items  []quota.Item
+	// keys[i] is the key of limits[i] when it has no scope value: its
+	// name (provider-wide or the shared bucket).
+	keys []string
+}
+
+// finish builds the plans of a provider and decides its tag.
+func (l *loader) finish(p *Provider) {
+	p.pauses = []string{pauseKey}
+	p.plan = newPlan(p.Limits, nil, 1)
+	for i := range p.Routes {
+		r := &p.Routes[i]
+		r.plan = newPlan(p.Limits, r.Limits, r.Cost)
+	}
+	// The tag is per tenant only when every limit the provider has, in
+	// every route, is scoped by the same source: then every key of a
+	// tenant lives in that tenant's tag whatever the route, and a limit's
+	// state is never split between two tags.
+	first := true
+	p.tenantTag = false
+	all := func(yield func(*Limit) bool) {
+		for i := range p.Limits {
+			if !yield(&p.Limits[i]) {
+				return
+			}
+		}
+		for i := range p.Routes {
+			for j := range p.Routes[i].Limits {
+				if !yield(&p.Routes[i].Limits[j]) {
+					return
+				}
+			}
+		}
+	}
+	same := true
+	for lim := range all {
+		if first {
+			p.tenant, first = lim.Scope, false
+		} else if lim.Scope != p.tenant {
+			same = false
+		}
+	}
+	p.tenantTag = !first && same && p.tenant.Kind != ScopeProvider
+}
+
+func newPlan(base, route []Limit, cost int64) plan {
+	pl := plan{cost: cost, static: true}
+	for _, ls := range [][]Limit{base, route} {
+		for i := range ls {
+			lim := &ls[i]
+			pl.limits = append(pl.limits, lim)
+			pl.keys = append(pl.keys, quota.KeyOf(lim.Quota.Name, ""))
+			if lim.Scope.Kind != ScopeProvider {
+				pl.static = false
+			}
+		}
+	}
+	if pl.static {
+		for i, lim := range pl.limits {
+			pl.items = append(pl.items, quota.Item{Limit: lim.Quota, Key: pl.keys[i]})
+		}
+	}
+	return pl
+}
+
+// Input is what the transport knows about a request beyond the request
+// itself. The zero value is a request with no business, no labels, the
+// route's cost and the provider's max wait.
+type Input struct {
+	// Business is the business (tenant) the request is made for; it is
+	// the value of "business" scopes. Empty means none.
+	Business string
+	// Labels are the values of "label:<name>" scopes, e.g. {"class":
+	// "batch"}. A missing or empty label means none.
+	Labels map[string]string
+	// Cost, when positive, replaces the route's cost (e.g. the tokens of
+	// a request to a model API). Negative is an error.
+	Cost int64
+	// MaxWait, when not nil, replaces the provider's max wait.
+	MaxWait *time.Duration
+}
+
+// A Resolution is what applies to one request.
+type Resolution struct {
+	// Provider is the matched provider: its behaviour (OnLimit, Mode,
+	// OnStoreError, LocalShare, Signals) applies to the request.
+	Provider *Provider
+	// Route is the matched route, or nil.
+	Route *Route
+	// Request is ready for quota.Store.Reserve. Its Items and Pauses may
+	// be shared with other resolutions: do not modify them. Items is
+	// empty when every limit was skipped for a missing scope value: there
+	// is nothing to decide.
+	Request quota.Request
+	// Pause is the key (within Request.Tag) to pause when the vendor
+	// throttles this request: quota.Store.Pause(ctx, Request.Tag, Pause, d).
+	Pause string
+}
+
+// A Registry resolves requests to their provider and limit stack under the
+// current configuration. It is safe for concurrent use; Reload swaps the
+// configuration atomically, and a resolution in progress finishes under
+// the configuration it started with.
+type Registry struct {
+	cur atomic.Pointer[Config]
+}
+
+// NewRegistry returns a registry serving cfg. A nil cfg matches no
+// request.
+func NewRegistry(cfg *Config) *Registry {
+	r := &Registry{}
+	if cfg != nil {
+		r.cur.Store(cfg)
+	}
+	return r
+}
+
+// Config returns the configuration in use, or nil.
+func (r *Registry) Config() *Config { return r.cur.Load() }
+
+// Reload makes cfg the configuration for every later Resolve. A nil cfg is
+// an error and changes nothing.
+func (r *Registry) Reload(cfg *Config) error {
+	if cfg == nil {
+		return errors.New("providers: Reload with a nil configuration")
+	}
+	r.cur.Store(cfg)
+	return nil
+}
+
+// ReloadFile loads the configuration file at path and, only if it is
+// valid, makes it the configuration in use. On error the old configuration
+// stays, and the error (a *ConfigError for a bad file) lists every problem.
+func (r *Registry) ReloadFile(path string, opts ...Option) error {
+	cfg, err := LoadFile(path, opts...)
+	if err != nil {
+		return err
+	}
+	return r.Reload(cfg)
+}
+
+// Resolve finds the provider of req and the stack of limits that applies.
+// ok is false when no provider claims the request's host: the transport
+// sends it unthrottled. err is set when a limit refuses a missing scope
+// value (errors.Is(err, ErrMissingScope)) or the Input is impossible
+// (errors.Is(err, quota.ErrInvalid)); the Resolution then still names
+// the provider.
+func (r *Registry) Resolve(req *http.Request, in Input) (Resolution, bool, error) {
+	cfg := r.cur.Load()
+	if cfg == nil {
+		return Resolution{}, false, nil
+	}
+	return cfg.Resolve(req, in)
+}
+
+// Resolve is Registry.Resolve for one configuration.
+func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) {
+	if c == nil || req == nil {
+		return Resolution{}, false, nil
+	}
+	host, scheme := req.Host, ""
+	path := ""
+	if u := req.URL; u != nil {
+		if u.Host != "" {
+			host = u.Host
+		}
+		scheme, path = u.Scheme, u.Path
+	}
+	p := c.hosts.lookup(host, scheme)
+	if p == nil {
+		return Resolution{}, false, nil
+	}
+	res := Resolution{Provider: p}
+	pl := &p.plan
+	for i := range p.Routes {
+		rt := &p.Routes[i]
+		if matchMethod(rt.Methods, req.Method) && matchPath(rt.segs, path) {
+			res.Route, pl = rt, &rt.plan
+			break
+		}
+	}
+	cost := pl.cost
+	if in.Cost < 0 {
+		return res, true, fmt.Errorf("%w request: cost %d is negative", quota.ErrInvalid, in.Cost)
+	}
+	if in.Cost > 0 {
+		cost = in.Cost
+	}
+	maxWait := p.MaxWait
+	if in.MaxWait != nil {
+		maxWait = *in.MaxWait
+		if maxWait < 0 {
+			maxWait = 0
+		}
+	}
+	res.Request.Cost, res.Request.MaxWait = cost, maxWait
+	if pl.static {
+		res.Request.Tag, res.Request.Items, res.Request.Pauses = p.Name, pl.items, p.pauses
+		res.Pause = pauseKey
+		if in.Cost > 0 {
+			return res, true, checkCost(res.Request.Items, cost)
+		}
+		return res, true, nil
+	}
+	err := c.dynamic(&res, p, pl, req, &in)
+	return res, true, err
+}
+
+func checkCost(items []quota.Item, cost int64) error {
+	for i := range items {
+		if c := items[i].Limit.Capacity(); cost > c {
+			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
+				quota.ErrInvalid, items[i].Limit.Name, cost, c)
+		}
+	}
+	return nil
+}
+
+// scopeValue returns the request's value for a scope; "" means none.
+func scopeValue(s Scope, req *http.Request, in *Input) string {
+	switch s.Kind {
+	case ScopeBusiness:
+		return in.Business
+	case ScopeHeader:
+		// Header.Get would canonicalise; the name already is canonical.
+		if v := req.Header[s.Name]; len(v) > 0 {
+			return strings.TrimSpace(v[0])
+		}
+	case ScopeLabel:
+		return in.Labels[s.Name]
+	}
+	return ""
+}
+
+// scratch holds a small stack's items and its pause in one allocation.
+type scratch struct {
+	items  [8]quota.Item
+	pauses [1]string
+}
+
+// dynamic builds the request of a stack with scoped limits: one
+// allocation for every key, tag and pause string, one for the slices.
+func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Request, in *Input) error {
+	var (
+		vals [maxStack]string // SafePart of the scope value; "" = static key
+		skip [maxStack]bool
+		n    int
+		size int
+	)
+	for i, lim := range pl.limits {
+		if lim.Scope.Kind == ScopeProvider {
+			n++
+			continue
+		}
+		v := scopeValue(lim.Scope, req, in)
+		if v == "" {
+			switch lim.Missing {
+			case Skip:
+				skip[i] = true
+			case Refuse:
+				return fmt.Errorf("%w: provider %q limit %q needs a %s value", ErrMissingScope, p.Name, lim.Quota.Name, lim.Scope)
+			default: // Shared: the key is the name alone.
+				n++
+			}
+			continue
+		}
+		if len(lim.Only) > 0 && !contains(lim.Only, v) {
+			skip[i] = true
+			continue
+		}
+		vals[i] = quota.SafePart(v)
+		size += len(lim.Quota.Name) + 1 + len(vals[i])
+		n++
+	}
+	tenant := ""
+	if p.tenantTag {
+		if v := scopeValue(p.tenant, req, in); v != "" {
+			tenant = quota.SafePart(v)
+			size += len(p.Name) + 1 + len(tenant) + len(pauseKey) + 1 + len(tenant)
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var items []quota.Item
+	var pauses []string
+	if n <= len(scratch{}.items) {
+		s := new(scratch)
+		items, pauses = s.items[:0:n], s.pauses[:]
+	} else {
+		items, pauses = make([]quota.Item, 0, n), make([]string, 1)
+	}
+	// Every string is a slice of one builder's buffer.
+	for i, lim := range pl.limits {
+		if skip[i] {
+			continue
+		}
+		key := pl.keys[i]
+		if vals[i] != "" {
+			start := b.Len()
+			b.WriteString(lim.Quota.Name)
+			b.WriteByte(':')
+			b.WriteString(vals[i])
+			key = b.String()[start:]
+		}
+		items = append(items, quota.Item{Limit: lim.Quota, Key: key})
+	}
+	res.Request.Tag, pauses[0], res.Pause = p.Name, pauseKey, pauseKey
+	if tenant != "" {
+		start := b.Len()
+		b.WriteString(p.Name)
+		b.WriteByte(':')
+		b.WriteString(tenant)
+		mid := b.Len()
+		b.WriteString(pauseKey)
+		b.WriteByte(':')
+		b.WriteString(tenant)
+		all := b.String()
+		res.Request.Tag = all[start:mid]
+		pauses[0] = all[mid:]
+		res.Pause = pauses[0]
+	}
+	res.Request.Items, res.Request.Pauses = items, pauses
+	if in.Cost > 0 {
+		return checkCost(items, res.Request.Cost)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,234 @@
+package providers
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fleetquota/throttle/backoff"
+	"github.com/fleetquota/throttle/quota"
+)
+
+// OnLimit says what the transport does with a request the stack cannot
+// admit at once.
+type OnLimit uint8
+
+const (
+	// Wait holds the request until its reserved slot, up to MaxWait (and
+	// the request context's deadline). It is the zero value.
+	Wait OnLimit = iota
+	// Fail refuses a request that cannot go at once.
+	Fail
+)
+
+// String returns "wait" or "fail".
+func (o OnLimit) String() string {
+	switch o {
+	case Wait:
+		return "wait"
+	case Fail:
+		return "fail"
+	}
+	return fmt.Sprintf("OnLimit(%d)", uint8(o))
+}
+
+// Mode says whether a provider's limits are applied or only observed.
+type Mode uint8
+
+const (
+	// Enforce applies the limits. It is the zero value.
+	Enforce Mode = iota
+	// Shadow decides and records as Enforce would, but sends every
+	// request at once: for trying a new configuration on live traffic.
+	Shadow
+)
+
+// String returns "enforce" or "shadow".
+func (m Mode) String() string {
+	switch m {
+	case Enforce:
+		return "enforce"
+	case Shadow:
+		return "shadow"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// StoreErrorPolicy says what the transport does when the store fails.
+type StoreErrorPolicy uint8
+
+const (
+	// FailClosed refuses the request with a typed error. It is the zero
+	// value: never send a request that might break a quota.
+	FailClosed StoreErrorPolicy = iota
+	// FailOpen sends the request unthrottled (and says so in logs and
+	// metrics).
+	FailOpen
+	// Local decides against an in-process limiter at Provider.LocalShare
+	// of each limit's rate.
+	Local
+)
+
+// String returns "fail_closed", "fail_open" or "local".
+func (s StoreErrorPolicy) String() string {
+	switch s {
+	case FailClosed:
+		return "fail_closed"
+	case FailOpen:
+		return "fail_open"
+	case Local:
+		return "local"
+	}
+	return fmt.Sprintf("StoreErrorPolicy(%d)", uint8(s))
+}
+
+// ScopeKind says where a limit's scope value comes from.
+type ScopeKind uint8
+
+const (
+	// ScopeProvider: one state for the whole provider. The zero value.
+	ScopeProvider ScopeKind = iota
+	// ScopeBusiness: one state per business (tenant), from Input.Business.
+	ScopeBusiness
+	// ScopeHeader: one state per value of the request header Scope.Name,
+	// e.g. Stripe Connect's Stripe-Account.
+	ScopeHeader
+	// ScopeLabel: one state per value of the label Scope.Name in
+	// Input.Labels, e.g. a traffic class.
+	ScopeLabel
+)
+
+// A Scope says which requests share a limit's state.
+type Scope struct {
+	Kind ScopeKind
+	// Name is the canonical header name (ScopeHeader) or the label name
+	// (ScopeLabel); empty otherwise.
+	Name string
+}
+
+// String returns the scope as it is written in YAML: "provider",
+// "business", "header:Stripe-Account" or "label:class".
+func (s Scope) String() string {
+	switch s.Kind {
+	case ScopeProvider:
+		return "provider"
+	case ScopeBusiness:
+		return "business"
+	case ScopeHeader:
+		return "header:" + s.Name
+	case ScopeLabel:
+		return "label:" + s.Name
+	}
+	return fmt.Sprintf("Scope(%d)", uint8(s.Kind))
+}
+
+// Missing says what happens when a request has no value for a limit's
+// scope.
+type Missing uint8
+
+const (
+	// Shared counts every such request in one shared state (the key is
+	// the limit's name alone). The zero value: never exceeds the limit.
+	Shared Missing = iota
+	// Skip leaves the limit out of the request's stack.
+	Skip
+	// Refuse makes Resolve return an error wrapping ErrMissingScope.
+	Refuse
+)
+
+// String returns "shared", "skip" or "refuse".
+func (m Missing) String() string {
+	switch m {
+	case Shared:
+		return "shared"
+	case Skip:
+		return "skip"
+	case Refuse:
+		return "refuse"
+	}
+	return fmt.Sprintf("Missing(%d)", uint8(m))
+}
+
+// A Limit is one limit of a provider or route, as loaded.
+type Limit struct {
+	// Quota is the limit the store applies, headroom already applied.
+	// It passes Validate. Do not modify it.
+	Quota *quota.Limit
+	// Scope says which requests share its state.
+	Scope Scope
+	// Missing says what happens when a request has no scope value.
+	Missing Missing
+	// Only, when not empty, restricts the limit to requests whose scope
+	// value is one of these; it is left out of every other request's stack.
+	Only []string
+}
+
+// A Route is a method and path pattern of a provider that adds limits and
+// sets the cost of its requests. The first route of a provider that
+// matches a request applies.
+type Route struct {
+	// Name names the route in errors; it defaults to "routes[i]".
+	Name string
+	// Methods lists the methods the route matches; empty means any.
+	Methods []string
+	// Path is the pattern: segments separated by "/", where "*" (or
+	// "{name}") matches one segment and a final "**" matches the rest
+	// of the path, including nothing.
+	Path string
+	// Cost is what one request counts for, in every limit of its stack.
+	Cost int64
+	// Limits are applied on top of the provider's limits.
+	Limits []Limit
+
+	segs []segment
+	plan plan
+}
+
+// A Provider is one vendor API: its hosts, limits, routes and behaviour.
+// Providers are built by Load and read-only afterwards.
+type Provider struct {
+	// Name is the provider's key in the configuration; it is the Redis
+	// hash tag of its limits.
+	Name string
+	// Hosts lists the host patterns the provider claims, normalised.
+	Hosts []string
+	// Source and Read document where the limits were published and when
+	// they were read; they have no effect.
+	Source, Read string
+	// OnLimit is what to do with a request that cannot go at once.
+	OnLimit OnLimit
+	// MaxWait is the longest wait for a slot when OnLimit is Wait (zero
+	// when it is Fail).
+	MaxWait time.Duration
+	// Headroom is the share of each published limit that is used, in
+	// (0, 1]; it is already applied to every Limit.Quota.
+	Headroom float64
+	// Mode says whether the limits are enforced or only observed.
+	Mode Mode
+	// OnStoreError is what to do when the store fails.
+	OnStoreError StoreErrorPolicy
+	// LocalShare is, for OnStoreError Local, the share of each limit's
+	// rate that one process may use on its own; zero otherwise.
+	LocalShare float64
+	// Signals says how the vendor signals throttling.
+	Signals backoff.Signals
+	// Limits apply to every request of the provider.
+	Limits []Limit
+	// Routes add limits and costs to some requests; the first match
+	// applies.
+	Routes []Route
+
+	// tenant is the scope of every limit when all of them (routes
+	// included) share one non-provider scope; tenantTag says so.
+	tenant    Scope
+	tenantTag bool
+	plan      plan
+	pauses    []string
+}
+
+// DefaultMaxWait is Provider.MaxWait when on_limit is wait and max_wait is
+// not set.
+const DefaultMaxWait = 10 * time.Second
+
+// pauseKey is the key of a provider's pause within its tag; a per-tenant
+// pause is pauseKey ":" SafePart(value) within the tenant's tag.
+const pauseKey = "pause"
