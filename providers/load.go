@@ -824,7 +824,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			if sc, ok := parseScope(s); ok {
 				lim.Scope = sc
 			} else {
-				bad(sn, path+".scope", "want provider, business, header:<Header-Name> or label:<name>, got %q", s)
+				bad(sn, path+".scope", "want provider, business, host, header:<Header-Name> or label:<name>, got %q", s)
 			}
 		} else {
 			good = false
@@ -833,8 +833,8 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if mn := f["missing"]; mn != nil {
 		if i, ok := l.enum(mn, path+".missing", "shared", "skip", "refuse"); ok {
 			lim.Missing = Missing(i)
-			if lim.Scope.Kind == ScopeProvider {
-				bad(mn, path+".missing", "a provider-wide limit always has its scope; missing applies to business, header and label scopes")
+			if lim.Scope.Kind == ScopeProvider || lim.Scope.Kind == ScopeHost {
+				bad(mn, path+".missing", "a provider-wide or host limit always has its scope; missing applies to business, header and label scopes")
 			}
 		} else {
 			good = false
@@ -843,7 +843,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if on := f["only"]; on != nil {
 		if items, ok := l.list(on, path+".only", "a list of scope values"); ok {
 			if lim.Scope.Kind == ScopeProvider {
-				bad(on, path+".only", "only applies to business, header and label scopes")
+				bad(on, path+".only", "only applies to business, host, header and label scopes")
 			}
 			for i, it := range items {
 				if s, ok := l.str(it, index(path+".only", i), "a scope value"); ok {
@@ -905,6 +905,8 @@ func parseScope(s string) (Scope, bool) {
 		return Scope{Kind: ScopeProvider}, true
 	case "business":
 		return Scope{Kind: ScopeBusiness}, true
+	case "host":
+		return Scope{Kind: ScopeHost}, true
 	}
 	kind, name, ok := strings.Cut(s, ":")
 	if !ok {

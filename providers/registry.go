@@ -249,6 +249,19 @@ func scopeValue(s Scope, req *http.Request, in *Input) string {
 		}
 	case ScopeLabel:
 		return in.Labels[s.Name]
+	case ScopeHost:
+		h := req.Host
+		if req.URL != nil && req.URL.Host != "" {
+			h = req.URL.Host
+		}
+		h, _ = splitHostPort(h)
+		h = strings.TrimSuffix(h, ".")
+		for i := 0; i < len(h); i++ {
+			if 'A' <= h[i] && h[i] <= 'Z' {
+				return strings.ToLower(h)
+			}
+		}
+		return h
 	}
 	return ""
 }

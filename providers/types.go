@@ -95,6 +95,10 @@ const (
 	// ScopeLabel: one state per value of the label Scope.Name in
 	// Input.Labels, e.g. a traffic class.
 	ScopeLabel
+	// ScopeHost: one state per request host name (lower case, without the
+	// port), for vendors whose tenants have their own host, e.g. a
+	// Shopify store's "shop.myshopify.com".
+	ScopeHost
 )
 
 // A Scope says which requests share a limit's state.
@@ -106,7 +110,7 @@ type Scope struct {
 }
 
 // String returns the scope as it is written in YAML: "provider",
-// "business", "header:Stripe-Account" or "label:class".
+// "business", "header:Stripe-Account", "label:class" or "host".
 func (s Scope) String() string {
 	switch s.Kind {
 	case ScopeProvider:
@@ -117,6 +121,8 @@ func (s Scope) String() string {
 		return "header:" + s.Name
 	case ScopeLabel:
 		return "label:" + s.Name
+	case ScopeHost:
+		return "host"
 	}
 	return fmt.Sprintf("Scope(%d)", uint8(s.Kind))
 }
@@ -155,7 +161,8 @@ type Limit struct {
 	Quota *quota.Limit
 	// Scope says which requests share its state.
 	Scope Scope
-	// Missing says what happens when a request has no scope value.
+	// Missing says what happens when a request has no scope value (a host
+	// scope always has one).
 	Missing Missing
 	// Only, when not empty, restricts the limit to requests whose scope
 	// value is one of these; it is left out of every other request's stack.
