@@ -1,0 +1,43 @@
+// Package redisstore is the Redis quota.Store: the state of every limit
+// lives in Redis, shared by every process of a fleet, and each decision is
+// one atomic Lua script run in one round trip (EVALSHA, falling back to EVAL
+// when the server has not cached the script, e.g. after a failover or a
+// SCRIPT FLUSH).
+//
+// The script (reserve.lua, embedded) is package quota's decision algorithm
+// step for step; its header explains the numbers. The store's clock is the
+// Redis server's TIME, never the caller's, so machines that disagree on the
+// time still agree on the quota. Calendar windows are placed by Go (Lua has
+// no time zones), which hands the script the window boundaries around its
+// own clock; the script picks the window that holds the server's time, so a
+// client clock off by less than a window does no harm.
+//
+// # Keys
+//
+// Every key is
+//
+//	<prefix>{<tag>}:<item key>
+//	<prefix>{<tag>}:!pause:<pause key>
+//
+// where tag is quota.SafePart(Request.Tag). The braces are a Redis Cluster
+// hash tag, so every key of one decision lives in one slot and the script
+// runs on one shard; with a Redis Cluster, many tags spread over its nodes.
+// Item keys are expected from quota.KeyOf; a key that KeyOf could not have
+// made (a character outside its alphabet, or longer) is replaced by
+// quota.SafePart of itself, so no key part breaks out of its place or grows
+// without bound. Pause keys live in their own "!pause:" namespace, which no
+// item key can enter. A GCRA key holds the limit's stored theoretical
+// arrival time (µs), a window key is a hash from window start (µs) to count,
+// and a pause key holds paused-until (µs). Every key expires when its state
+// is back to idle.
+//
+// # Failure
+//
+// Every call is bounded by Options.Timeout. An error from Redis (down, slow,
+// a malformed reply) wraps both quota.ErrStore and the original error. A
+// client whose options set ContextTimeoutEnabled stops at the deadline by
+// itself; with any other client the store stops waiting at the deadline and
+// lets the abandoned call finish in the background (bounded by the client's
+// own read and write timeouts), so that a hung Redis never holds a caller
+// longer than Timeout.
+package redisstore

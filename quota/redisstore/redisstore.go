@@ -1,0 +1,508 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed" // the scripts
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveLua string
+	//go:embed cancel.lua
+	cancelLua string
+	//go:embed pause.lua
+	pauseLua string
+
+	reserveScript = redis.NewScript(reserveLua)
+	cancelScript  = redis.NewScript(cancelLua)
+	pauseScript   = redis.NewScript(pauseLua)
+)
+
+const (
+	// DefaultPrefix starts every key when Options.Prefix is empty.
+	DefaultPrefix = "throttle:"
+	// DefaultTimeout bounds every call when Options.Timeout is zero.
+	DefaultTimeout = 200 * time.Millisecond
+
+	// testSlack is added to every TTL (in ms) when Options.Clock is set: a
+	// stepped clock does not follow the real time a TTL runs on, and a key
+	// must not expire while the test's clock still needs it.
+	testSlack = int64(time.Hour / time.Millisecond)
+
+	// maxExact bounds, in µs, a GCRA tolerance and a window's rate: with
+	// now below 2^51 µs (until 2041) the script's sums stay below 2^53,
+	// where Lua's doubles are exact integers. 2^51 µs is 71 years.
+	maxExact = 1 << 51
+
+	// maxKeyPart is the longest item or pause key kept as it is: the
+	// longest quota.KeyOf can make, name and scope of 64 bytes each.
+	maxKeyPart = 2*64 + 1
+
+	// pauseSpace starts every pause key after the tag. "!" is outside
+	// quota.KeyOf's alphabet, so no item key can begin with it.
+	pauseSpace = "!pause:"
+)
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Prefix starts every key, so that one Redis can serve several
+	// applications. Empty means DefaultPrefix. It must not contain "{" or
+	// "}", which would break the Redis Cluster hash tag.
+	Prefix string
+	// Timeout bounds every call to Redis: a dead or hung Redis never holds
+	// a caller longer. Zero means DefaultTimeout; it must not be negative.
+	Timeout time.Duration
+	// Clock is for tests only. When set, its Now is the store's time
+	// instead of the Redis server's TIME, and every key is kept an hour
+	// longer than its state needs (a stepped clock does not follow the real
+	// time that key expiry runs on; state kept longer is idle state, which
+	// never changes a decision). Production leaves it nil.
+	Clock quota.Clock
+}
+
+// Store is the Redis quota.Store. It is safe for concurrent use; all its
+// state is in Redis, so any number of Stores in any number of processes
+// share one quota.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+	clock   quota.Clock
+	slack   int64 // ms added to every TTL
+	// guard: the client ignores context deadlines on reads and writes, so
+	// calls run in a goroutine that the store stops waiting for.
+	guard bool
+
+	// observe, when set (by tests), sees every decision: the server's now
+	// and the slot time, in µs.
+	observe func(now, t int64, allowed bool)
+}
+
+var _ quota.Store = (*Store)(nil)
+
+// New returns a Store that keeps its state in client: a *redis.Client, a
+// *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
+// is required (the script reads TIME before it writes).
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w redisstore: nil client", quota.ErrInvalid)
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("%w redisstore: prefix %q must not contain { or }: they would break the cluster hash tag",
+			quota.ErrInvalid, prefix)
+	}
+	timeout := opts.Timeout
+	if timeout < 0 {
+		return nil, fmt.Errorf("%w redisstore: timeout %v is negative", quota.ErrInvalid, timeout)
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	s := &Store{
+		client:  client,
+		prefix:  prefix,
+		timeout: timeout,
+		clock:   opts.Clock,
+		guard:   !honoursDeadlines(client),
+	}
+	if s.clock != nil {
+		s.slack = testSlack
+	}
+	return s, nil
+}
+
+// honoursDeadlines reports whether client bounds its socket reads and
+// writes by the context's deadline (go-redis does only with
+// ContextTimeoutEnabled).
+func honoursDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Reserve decides req in one round trip; see quota.Store. An error that
+// Redis caused wraps quota.ErrStore and the original error; an invalid
+// request is refused before any round trip with an error wrapping
+// quota.ErrInvalid; a ctx that ended returns its error.
+func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reservation, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := exact(req); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := len(req.Items)
+	cost := req.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	keys := s.keys(req)
+
+	// Go places the calendar windows around its own clock; the script
+	// takes its now from the server unless a test clock is set.
+	var nowArg any = ""
+	var clientNow time.Time
+	if s.clock != nil {
+		us := s.clock.Now().UnixMicro()
+		nowArg, clientNow = us, time.UnixMicro(us)
+	} else {
+		clientNow = time.UnixMicro(time.Now().UnixMicro())
+	}
+	argc, windows := 5, 0
+	for i := range req.Items {
+		if req.Items[i].Limit.Kind == quota.GCRA {
+			argc += 3
+		} else {
+			argc += 7
+			windows++
+		}
+	}
+	var boundsBuf [4][5]int64
+	bounds := boundsBuf[:0]
+	if windows > len(boundsBuf) {
+		bounds = make([][5]int64, 0, windows)
+	}
+	args := make([]any, 0, argc)
+	args = append(args, nowArg, s.slack, cost, req.MaxWait.Microseconds(), n)
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		if l.Kind == quota.GCRA {
+			args = append(args, "g", l.Interval(), l.Tolerance())
+			continue
+		}
+		b := windowStarts(l.Calendar, clientNow)
+		bounds = append(bounds, b)
+		args = append(args, "w", l.Rate, b[0], b[1], b[2], b[3], b[4])
+	}
+
+	v, err := s.run(ctx, reserveScript, keys, args)
+	if err != nil {
+		return nil, s.fail(ctx, "reserve", err)
+	}
+	d, err := parseReserve(v, n)
+	if err != nil {
+		return nil, s.fail(ctx, "reserve", err)
+	}
+	if s.observe != nil {
+		s.observe(d.now, d.t, d.allowed)
+	}
+	wait := time.Duration(d.t-d.now) * time.Microsecond
+	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
+	if !d.allowed {
+		res.RetryAfter = wait
+		return quota.NewReservation(res, nil), nil
+	}
+	res.Wait = wait
+	if wait <= 0 {
+		return quota.NewReservation(res, nil), nil
+	}
+	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, cost: cost, items: make([]cancelItem, n)}
+	w := 0
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		ci := &c.items[i]
+		ci.mark = d.marks[i]
+		if l.Kind == quota.GCRA {
+			ci.gcra, ci.interval = true, l.Interval()
+			continue
+		}
+		b := &bounds[w]
+		w++
+		k := 0
+		for k < 4 && b[k] != ci.mark {
+			k++
+		}
+		if k == 4 {
+			return nil, s.fail(ctx, "reserve", fmt.Errorf("malformed reply: window mark %d is none of the window starts", ci.mark))
+		}
+		ci.end = b[k+1]
+	}
+	return quota.NewReservation(res, c.cancel), nil
+}
+
+// Pause holds back every later request that names key (in tag) among its
+// pauses for d from now on the server's clock; see quota.Store. A d of zero
+// or less changes nothing; a d above 71 years is taken as 71 years.
+func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) error {
+	if tag == "" || key == "" {
+		return fmt.Errorf("%w pause: empty tag or key", quota.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	us := min(d.Microseconds(), maxExact)
+	if us <= 0 {
+		return nil
+	}
+	var nowArg any = ""
+	if s.clock != nil {
+		nowArg = s.clock.Now().UnixMicro()
+	}
+	k := s.prefix + "{" + quota.SafePart(tag) + "}:" + pauseSpace + safeKey(key)
+	v, err := s.run(ctx, pauseScript, []string{k}, []any{nowArg, s.slack, us})
+	if err != nil {
+		return s.fail(ctx, "pause", err)
+	}
+	if _, ok := v.(int64); !ok {
+		return s.fail(ctx, "pause", fmt.Errorf("malformed reply: %T, want an integer", v))
+	}
+	return nil
+}
+
+// cancellation is what Cancel of an admitted reservation with a wait needs.
+type cancellation struct {
+	s     *Store
+	keys  []string // the item keys
+	t     int64    // the slot time, µs on the store's clock
+	cost  int64
+	items []cancelItem
+}
+
+type cancelItem struct {
+	gcra     bool
+	interval int64 // GCRA: T
+	mark     int64 // GCRA: the tat set; window: the window start charged
+	end      int64 // window: the end of the window charged
+}
+
+// cancel runs cancel.lua: one round trip. It runs even when ctx has ended
+// (a waiter typically cancels because its context ended), bounded by the
+// store's timeout; ctx's values are kept.
+func (c *cancellation) cancel(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	var nowArg any = ""
+	if c.s.clock != nil {
+		nowArg = c.s.clock.Now().UnixMicro()
+	}
+	args := make([]any, 0, 4+3*len(c.items))
+	args = append(args, nowArg, c.s.slack, c.t, c.cost)
+	for i := range c.items {
+		it := &c.items[i]
+		if it.gcra {
+			args = append(args, "g", it.interval, it.mark)
+		} else {
+			args = append(args, "w", it.mark, it.end)
+		}
+	}
+	v, err := c.s.run(ctx, cancelScript, c.keys, args)
+	if err != nil {
+		return c.s.fail(ctx, "cancel", err)
+	}
+	if _, ok := v.(int64); !ok {
+		return c.s.fail(ctx, "cancel", fmt.Errorf("malformed reply: %T, want an integer", v))
+	}
+	return nil
+}
+
+// run runs a script with the store's timeout: EVALSHA, and EVAL when the
+// server does not have the script cached.
+func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if !s.guard {
+		return sc.Run(ctx, s.client, keys, args...).Result()
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := sc.Run(ctx, s.client, keys, args...).Result()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done: // a reply that raced the deadline still counts
+			return r.v, r.err
+		default:
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// fail wraps an error of a call. When the caller's own context ended, its
+// error is returned as it is: the caller gave up, the store did not fail.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("redisstore: %s: %w", op, cerr)
+	}
+	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStore, err)
+}
+
+// exact refuses a limit whose numbers the script could not hold exactly.
+func exact(req *quota.Request) error {
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		if l.Kind == quota.GCRA {
+			if l.Capacity() > maxExact/l.Interval() {
+				return fmt.Errorf("%w limit %q: tolerance burst*interval is above 2^51 µs (71 years)", quota.ErrInvalid, l.Name)
+			}
+		} else if l.Rate > maxExact {
+			return fmt.Errorf("%w limit %q: rate %d is above 2^51", quota.ErrInvalid, l.Name, l.Rate)
+		}
+	}
+	return nil
+}
+
+// windowStarts returns the starts of five consecutive windows of cal, the
+// second of which holds now: in µs, as reserve.lua's ARGV wants them.
+func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
+	s1, e1 := cal.Bounds(now)
+	s0, _ := cal.Bounds(s1.Add(-time.Nanosecond))
+	_, e2 := cal.Bounds(e1)
+	_, e3 := cal.Bounds(e2)
+	return [5]int64{s0.UnixMicro(), s1.UnixMicro(), e1.UnixMicro(), e2.UnixMicro(), e3.UnixMicro()}
+}
+
+// keys returns the Redis keys of req: its items, then its pauses. They
+// share one allocation.
+func (s *Store) keys(req *quota.Request) []string {
+	tag := quota.SafePart(req.Tag)
+	n := len(req.Items)
+	var partsBuf [8]string
+	parts := partsBuf[:0]
+	for i := range req.Items {
+		parts = append(parts, safeKey(req.Items[i].Key))
+	}
+	for _, p := range req.Pauses {
+		parts = append(parts, safeKey(p))
+	}
+	head := len(s.prefix) + len(tag) + len("{}:")
+	total := 0
+	for i, p := range parts {
+		total += head + len(p)
+		if i >= n {
+			total += len(pauseSpace)
+		}
+	}
+	var b strings.Builder
+	b.Grow(total)
+	ends := make([]int, 0, len(parts))
+	for i, p := range parts {
+		b.WriteString(s.prefix)
+		b.WriteByte('{')
+		b.WriteString(tag)
+		b.WriteString("}:")
+		if i >= n {
+			b.WriteString(pauseSpace)
+		}
+		b.WriteString(p)
+		ends = append(ends, b.Len())
+	}
+	all := b.String()
+	keys := make([]string, len(parts))
+	start := 0
+	for i, end := range ends {
+		keys[i] = all[start:end]
+		start = end
+	}
+	return keys
+}
+
+// safeKey returns k when quota.KeyOf could have made it, and otherwise
+// quota.SafePart(k): a hash, which no key part can break out of.
+func safeKey(k string) string {
+	if len(k) > maxKeyPart {
+		return quota.SafePart(k)
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '_', c == '.', c == '@', c == '+', c == '=', c == '/', c == ':', c == '#':
+		default:
+			return quota.SafePart(k)
+		}
+	}
+	return k
+}
+
+// decision is a parsed reply of reserve.lua.
+type decision struct {
+	allowed bool
+	now, t  int64
+	decider int
+	limits  []quota.Status
+	marks   []int64
+}
+
+var errReply = errors.New("malformed reply")
+
+// parseReserve checks and parses a reply of reserve.lua for n items: every
+// element's type, the count, and the ranges of the values.
+func parseReserve(v any, n int) (decision, error) {
+	var d decision
+	vals, ok := v.([]any)
+	if !ok {
+		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
+	}
+	if len(vals) != 4+3*n {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+3*n)
+	}
+	var ints [4]int64
+	for i := range ints {
+		x, ok := vals[i].(int64)
+		if !ok {
+			return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, i, vals[i])
+		}
+		ints[i] = x
+	}
+	if ints[0] != 0 && ints[0] != 1 {
+		return d, fmt.Errorf("%w: allowed is %d", errReply, ints[0])
+	}
+	d.allowed, d.now, d.t = ints[0] == 1, ints[1], ints[2]
+	if d.t < d.now {
+		return d, fmt.Errorf("%w: slot time %d before now %d", errReply, d.t, d.now)
+	}
+	if ints[3] < quota.PausedDecider || ints[3] >= int64(n) {
+		return d, fmt.Errorf("%w: decider %d of %d limits", errReply, ints[3], n)
+	}
+	d.decider = int(ints[3])
+	d.limits = make([]quota.Status, n)
+	if d.allowed && d.t > d.now {
+		d.marks = make([]int64, n)
+	}
+	for i := 0; i < n; i++ {
+		var it [3]int64
+		for j := range it {
+			x, ok := vals[4+3*i+j].(int64)
+			if !ok {
+				return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, 4+3*i+j, vals[4+3*i+j])
+			}
+			it[j] = x
+		}
+		if it[0] < 0 || it[1] < 0 {
+			return d, fmt.Errorf("%w: limit %d has remaining %d, reset after %dµs", errReply, i, it[0], it[1])
+		}
+		d.limits[i] = quota.Status{Remaining: it[0], ResetAfter: time.Duration(it[1]) * time.Microsecond}
+		if d.marks != nil {
+			d.marks[i] = it[2]
+		}
+	}
+	return d, nil
+}

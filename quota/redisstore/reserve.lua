@@ -1,0 +1,220 @@
+--[[
+reserve.lua decides one request of package quota against a stack of limits
+in one atomic step: the algorithm of package quota's doc, "The decision",
+step for step, on state kept in Redis. It writes only when it admits.
+
+Numbers. Every time is an integer count of microseconds since the Unix
+epoch and every duration an integer count of microseconds. Lua 5.1 has only
+doubles, which hold every integer below 2^53 (about 9.0e15) exactly. Now is
+about 1.8e15 (2^51 is reached in 2041) and the Go side refuses any GCRA
+tolerance above 2^51 µs (71 years), so every sum, difference and product
+below is an exact integer. The one division, for Remaining, is math.floor
+of the quotient of two integers below 2^53, which rounds correctly. Redis
+formats a number handed to redis.call with %.17g, so integers below 1e17
+reach it in full; window fields are the ARGV strings as Go formatted them,
+never re-formatted here.
+
+Clock. now is the server's TIME, not the caller's clock: the store is the
+one clock, so a fleet whose machines disagree on the time still agrees on
+the quota. Redis 7 replicates a script's effects, not the script, so
+reading TIME in a script that writes is safe. A test may pass its own now
+in ARGV[1]; production never does.
+
+TTLs. Every key written expires when its state is back to idle: a GCRA key
+at its stored tat, a window key at the end of the latest window it counts.
+TTLs are milliseconds rounded up, so a key never expires while its state
+still matters; ARGV[2] adds slack milliseconds to every TTL (zero in
+production; a test with a stepped clock keeps keys longer, since its clock
+does not follow the real time a TTL runs on). Expiry only forgets state
+that is idle anyway, so a longer TTL never changes a decision.
+
+Windows. Lua has no time zones, so Go computes, per window limit, five
+window starts B0 < B1 < B2 < B3 < B4 around its own clock (B1 starts the
+window holding the caller's now). The script takes the window j holding the
+server's now, so a caller's clock off by less than a window is harmless,
+and looks at most three windows ahead, j .. j+2 (capped at B4): a request
+that no window before that horizon admits is denied. A window key is a
+hash: field = window start (µs), value = count.
+
+The fixpoint ends within a few rounds (a GCRA limit moves t at most once, a
+window at most once per window of its horizon); it is capped at 16 rounds,
+and running out of rounds denies, never over-admits.
+
+KEYS  1..n   item keys, in stack order; n+1..  pause keys
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 cost; 4 max wait (µs);
+      5 n; then per item either
+        "g", T (µs), DVT (µs)                   a GCRA limit, or
+        "w", rate, B0, B1, B2, B3, B4 (µs)      a calendar window
+Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
+      -1 none, -2 a pause), then per item: remaining, reset after (µs),
+      mark (GCRA: the tat set; window: the window start charged; 0 when
+      denied). An error reply when the server's now is outside B0..B4.
+]]
+
+local now
+if ARGV[1] == '' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+else
+  now = tonumber(ARGV[1])
+end
+local slack = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local maxwait = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+
+local function ttl(d)
+  return math.ceil(d / 1000) + slack
+end
+
+-- Per item: kind; GCRA: T, dvt, tat; window: rate, b (starts, 0-based),
+-- at (ARGV index of B0), j (window of now), hz (horizon index), cnt
+-- (counts by window index), fields (the hash as read).
+local kind, T, dvt, tat = {}, {}, {}, {}
+local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
+
+local a = 6
+for i = 1, n do
+  kind[i] = ARGV[a]
+  if kind[i] == 'g' then
+    T[i] = tonumber(ARGV[a + 1])
+    dvt[i] = tonumber(ARGV[a + 2])
+    local stored = tonumber(redis.call('GET', KEYS[i]))
+    if stored and stored > now then tat[i] = stored else tat[i] = now end
+    a = a + 3
+  else
+    rate[i] = tonumber(ARGV[a + 1])
+    at[i] = a + 2
+    local b = {}
+    for k = 0, 4 do b[k] = tonumber(ARGV[a + 2 + k]) end
+    bs[i] = b
+    local j
+    for k = 0, 3 do
+      if b[k] <= now and now < b[k + 1] then j = k break end
+    end
+    if j == nil then
+      return redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
+        ' is outside the windows the client computed: client clock off by more than a window')
+    end
+    wj[i] = j
+    hz[i] = math.min(j + 3, 4)
+    local c = {[0] = 0, 0, 0, 0, 0}
+    local h = redis.call('HGETALL', KEYS[i])
+    for f = 1, #h, 2 do
+      for k = 0, 4 do
+        if h[f] == ARGV[a + 2 + k] then c[k] = tonumber(h[f + 1]) or 0 break end
+      end
+    end
+    cnt[i] = c
+    fields[i] = h
+    a = a + 7
+  end
+end
+
+-- slot returns the window of item i that holds t, or nil past its horizon.
+local function slot(i, t)
+  local b = bs[i]
+  for k = wj[i], hz[i] - 1 do
+    if t < b[k + 1] then return k end
+  end
+  return nil
+end
+
+local paused = 0
+for p = n + 1, #KEYS do
+  local u = tonumber(redis.call('GET', KEYS[p]))
+  if u and u > paused then paused = u end
+end
+
+-- The fixpoint.
+local t, decider, ok = now, -1, false
+if paused > t then t, decider = paused, -2 end
+for _ = 1, 16 do
+  local moved, beyond = false, false
+  for i = 1, n do
+    local e
+    if kind[i] == 'g' then
+      e = tat[i] + cost * T[i] - dvt[i]
+    else
+      local k = slot(i, t)
+      if k == nil then
+        e, beyond = t, true
+      elseif cnt[i][k] + cost <= rate[i] then
+        e = t
+      else
+        e = bs[i][k + 1]
+        beyond = e >= bs[i][hz[i]]
+      end
+    end
+    if e > t then t, decider, moved = e, i - 1, true end
+    if beyond then break end
+  end
+  if beyond then break end
+  if not moved then ok = true break end
+end
+
+local allowed = ok and t - now <= maxwait
+local reply = {0, now, t, decider}
+if allowed then reply[1] = 1 end
+
+for i = 1, n do
+  local rem, reset, mark = 0, 0, 0
+  if kind[i] == 'g' then
+    if allowed then
+      local set = math.max(tat[i], t) + cost * T[i]
+      redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
+      rem = math.floor((dvt[i] - (set - t)) / T[i])
+      reset = set - now
+      mark = set
+    else
+      rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
+      reset = tat[i] - now
+    end
+  else
+    local b, k = bs[i], wj[i]
+    if allowed then
+      k = slot(i, t)
+      local field = ARGV[at[i] + k]
+      redis.call('HINCRBY', KEYS[i], field, cost)
+      cnt[i][k] = cnt[i][k] + cost
+      mark = b[k]
+      -- Drop the windows that have ended and expire the key at the end of
+      -- the latest window it still counts. A field that is none of the
+      -- five starts (the calendar changed) ends at an unknown time: then
+      -- the key's TTL is only ever lengthened.
+      local last, unknown, stale = b[k + 1], false, {}
+      local h = fields[i]
+      for f = 1, #h, 2 do
+        local s = tonumber(h[f])
+        if s == nil or s < b[wj[i]] then
+          stale[#stale + 1] = h[f]
+        else
+          local known = false
+          for kk = wj[i], 3 do
+            if h[f] == ARGV[at[i] + kk] then
+              known = true
+              if b[kk + 1] > last then last = b[kk + 1] end
+              break
+            end
+          end
+          if not known then unknown = true end
+        end
+      end
+      if #stale > 0 then redis.call('HDEL', KEYS[i], unpack(stale)) end
+      local px = ttl(last - now)
+      if unknown then
+        local cur = redis.call('PTTL', KEYS[i])
+        if cur > px then px = cur end
+      end
+      redis.call('PEXPIRE', KEYS[i], px)
+    end
+    rem = rate[i] - cnt[i][k]
+    reset = b[k + 1] - now
+  end
+  if rem < 0 then rem = 0 end
+  if reset < 0 then reset = 0 end
+  reply[#reply + 1] = rem
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = mark
+end
+return reply

@@ -1,0 +1,417 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+func TestNewRejects(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		opts   Options
+	}{
+		{"open brace in prefix", client, Options{Prefix: "app{"}},
+		{"close brace in prefix", client, Options{Prefix: "a}b:"}},
+		{"negative timeout", client, Options{Timeout: -time.Second}},
+		{"nil client", nil, Options{}},
+	} {
+		st, err := New(tc.client, tc.opts)
+		if !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("%s: New = (%v, %v), want an error wrapping quota.ErrInvalid", tc.name, st, err)
+		}
+	}
+	st, err := New(client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.prefix != DefaultPrefix || st.timeout != DefaultTimeout || !st.guard {
+		t.Errorf("defaults: prefix %q timeout %v guard %v, want %q %v true", st.prefix, st.timeout, st.guard, DefaultPrefix, DefaultTimeout)
+	}
+	ctxClient := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = ctxClient.Close() })
+	if st, _ := New(ctxClient, Options{}); st.guard {
+		t.Error("a client with ContextTimeoutEnabled is guarded; it bounds its own calls")
+	}
+}
+
+// TestInvalidNeedsNoRoundTrip checks that invalid requests and pauses are
+// refused before any call: the client points at a closed port.
+func TestInvalidNeedsNoRoundTrip(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	huge := gcra("huge", 1, 100*365*24*time.Hour, 0)
+	for name, req := range map[string]quota.Request{
+		"empty stack":            {Tag: "x"},
+		"cost above burst":       {Tag: "x", Cost: 2, Items: []quota.Item{{Limit: gcra("one", 1, time.Second, 1), Key: "one"}}},
+		"tolerance over 71 year": {Tag: "x", Items: []quota.Item{{Limit: huge, Key: "huge"}}},
+		"window rate over 2^51":  {Tag: "x", Items: []quota.Item{{Limit: window("w", 1<<52, quota.Day, nil), Key: "w"}}},
+	} {
+		if _, err := st.Reserve(ctx, &req); !errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrStore) {
+			t.Errorf("%s: Reserve error %v, want quota.ErrInvalid only", name, err)
+		}
+	}
+	for _, p := range [][2]string{{"", "k"}, {"t", ""}} {
+		if err := st.Pause(ctx, p[0], p[1], time.Second); !errors.Is(err, quota.ErrInvalid) {
+			t.Errorf("Pause(%q, %q): %v, want quota.ErrInvalid", p[0], p[1], err)
+		}
+	}
+}
+
+func TestGCRAState(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	peak := gcra("peak", 10, time.Second, 0) // T = 100ms, DVT = 1s
+	req := stack("vendor", peak)
+	key := st.prefix + "{vendor}:peak"
+	now := start.UnixMicro()
+
+	for i := int64(1); i <= 10; i++ {
+		res := reserve(t, st, req, 1, 0)
+		if !res.Allowed || res.Wait != 0 || res.Decider != quota.NoDecider {
+			t.Fatalf("request %d: %+v, want admitted at once", i, res.Result)
+		}
+		if got, want := res.Limits[0], (quota.Status{Remaining: 10 - i, ResetAfter: time.Duration(i) * 100 * time.Millisecond}); got != want {
+			t.Errorf("request %d: status %+v, want %+v", i, got, want)
+		}
+		if got, want := client.Get(ctx, key).Val(), strconv.FormatInt(now+i*100000, 10); got != want {
+			t.Errorf("request %d: stored tat %s, want %s", i, got, want)
+		}
+	}
+	res := reserve(t, st, req, 1, 0)
+	if res.Allowed || res.RetryAfter != 100*time.Millisecond || res.Decider != 0 {
+		t.Errorf("11th: %+v, want denied for 100ms by limit 0", res.Result)
+	}
+	res = reserve(t, st, req, 3, time.Second)
+	if !res.Allowed || res.Wait != 300*time.Millisecond || res.Decider != 0 {
+		t.Errorf("cost 3 with a wait: %+v, want admitted in 300ms", res.Result)
+	}
+	// max(tat, t) + c*T = 1s + 3*100ms
+	if got, want := client.Get(ctx, key).Val(), strconv.FormatInt(now+1300000, 10); got != want {
+		t.Errorf("after cost 3: stored tat %s, want %s", got, want)
+	}
+	if err := res.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := client.Get(ctx, key).Val(), strconv.FormatInt(now+1000000, 10); got != want {
+		t.Errorf("after cancel: stored tat %s, want %s (the whole 300ms back)", got, want)
+	}
+	// Once the stored tat is in the past the key is idle; a cancel that
+	// would move it there deletes it.
+	clock.Advance(2 * time.Second)
+	res = reserve(t, st, req, 10, 0)
+	if !res.Allowed {
+		t.Fatalf("full burst after idle: %+v", res.Result)
+	}
+	wait := reserve(t, st, req, 1, time.Second)
+	if wait.Wait != 100*time.Millisecond {
+		t.Fatalf("wait = %v, want 100ms", wait.Wait)
+	}
+	clock.Advance(2 * time.Second) // past the slot: Cancel gives nothing back
+	if err := wait.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := client.Get(ctx, key).Val(), strconv.FormatInt(now+3100000, 10); got != want {
+		t.Errorf("after a late cancel: stored tat %s, want %s", got, want)
+	}
+}
+
+// TestCancelOfExpiredKey: a cancel whose GCRA key is gone (expired,
+// flushed) does not bring it back.
+func TestCancelOfExpiredKey(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", gcra("one", 1, time.Second, 1))
+	key := st.prefix + "{v}:one"
+	reserve(t, st, req, 1, 0)
+	r := reserve(t, st, req, 1, 2*time.Second)
+	if r.Wait != time.Second {
+		t.Fatalf("wait %v, want 1s", r.Wait)
+	}
+	client.Del(ctx, key)
+	if err := r.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("cancel brought back an expired key: %v", client.Get(ctx, key).Val())
+	}
+}
+
+// TestCancelWithEndedContext: a waiter typically cancels because its
+// context ended; the cancel must still reach Redis.
+func TestCancelWithEndedContext(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	req := stack("v", gcra("one", 1, time.Second, 1))
+	reserve(t, st, req, 1, 0)
+	r := reserve(t, st, req, 1, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Cancel(ctx); err != nil {
+		t.Fatalf("Cancel with an ended context: %v", err)
+	}
+	if again := reserve(t, st, req, 1, time.Second); again.Wait != time.Second {
+		t.Errorf("after cancel: wait %v, want the 1s slot back", again.Wait)
+	}
+}
+
+func TestWindowState(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 10, 59, 0, 0, time.UTC))
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	hourly := window("hourly", 3, quota.Hour, time.UTC)
+	req := stack("v", hourly)
+	key := st.prefix + "{v}:hourly"
+	w10 := strconv.FormatInt(time.Date(2026, 3, 7, 10, 0, 0, 0, time.UTC).UnixMicro(), 10)
+	w11 := strconv.FormatInt(time.Date(2026, 3, 7, 11, 0, 0, 0, time.UTC).UnixMicro(), 10)
+	w12 := strconv.FormatInt(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC).UnixMicro(), 10)
+
+	for i := int64(1); i <= 3; i++ {
+		res := reserve(t, st, req, 1, 0)
+		if want := (quota.Status{Remaining: 3 - i, ResetAfter: time.Minute}); !res.Allowed || res.Limits[0] != want {
+			t.Fatalf("request %d: %+v, want admitted with %+v", i, res.Result, want)
+		}
+	}
+	res := reserve(t, st, req, 1, 0)
+	if res.Allowed || res.RetryAfter != time.Minute || res.Decider != 0 || res.Limits[0] != (quota.Status{ResetAfter: time.Minute}) {
+		t.Errorf("4th: %+v, want denied for 1m", res.Result)
+	}
+	res = reserve(t, st, req, 2, 2*time.Minute)
+	if want := (quota.Status{Remaining: 1, ResetAfter: 61 * time.Minute}); !res.Allowed || res.Wait != time.Minute || res.Limits[0] != want {
+		t.Errorf("cost 2 into the next window: %+v, want a 1m wait and %+v", res.Result, want)
+	}
+	if got := client.HGetAll(ctx, key).Val(); len(got) != 2 || got[w10] != "3" || got[w11] != "2" {
+		t.Errorf("hash %v, want {%s: 3, %s: 2}", got, w10, w11)
+	}
+	if err := res.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.HGet(ctx, key, w11).Val(); got != "0" {
+		t.Errorf("after cancel the 11:00 window holds %s, want 0", got)
+	}
+	// At 11:30 the 10:00 window has ended: the next charge drops it.
+	clock.Advance(31 * time.Minute)
+	if res := reserve(t, st, req, 3, 0); !res.Allowed {
+		t.Fatalf("11:30: %+v", res.Result)
+	}
+	if got := client.HGetAll(ctx, key).Val(); len(got) != 1 || got[w11] != "3" {
+		t.Errorf("hash %v, want only {%s: 3}", got, w11)
+	}
+	if res := reserve(t, st, req, 3, time.Hour); !res.Allowed || res.Wait != 30*time.Minute {
+		t.Errorf("into 12:00: %+v", res.Result)
+	}
+	// TTL: the end of the latest window held, 13:00, from 11:30, plus the
+	// test clock's slack.
+	want := 90*time.Minute + time.Duration(testSlack)*time.Millisecond
+	if got := client.PTTL(ctx, key).Val(); got <= want-time.Minute || got > want {
+		t.Errorf("PTTL %v, want about %v", got, want)
+	}
+	if got := client.HGet(ctx, key, w12).Val(); got != "3" {
+		t.Errorf("12:00 window holds %s, want 3", got)
+	}
+}
+
+// TestServerClockPicksTheWindow: Go places the windows around its own
+// clock, the script picks the one holding the server's time. Here the
+// server's TIME is the real now; a store whose clock is off by a minute
+// still charges the window holding the server's time.
+func TestServerClockPicksTheWindow(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	day := window("daily", 5, quota.Day, time.UTC)
+	req := stack("v", day)
+	res := reserve(t, st, req, 1, 0)
+	if !res.Allowed {
+		t.Fatalf("%+v", res.Result)
+	}
+	ctx := context.Background()
+	fields := client.HKeys(ctx, st.prefix+"{v}:daily").Val()
+	tm := client.Time(ctx).Val()
+	s, _ := day.Calendar.Bounds(tm)
+	if len(fields) != 1 || fields[0] != strconv.FormatInt(s.UnixMicro(), 10) {
+		t.Errorf("fields %v, want the start of today (UTC) %d", fields, s.UnixMicro())
+	}
+}
+
+func TestClockSkewBeyondAWindowIsAnError(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	// Windows placed around 2020 while the server's TIME is today: the
+	// caller's clock is off by years, and the script says so.
+	st := newStore(t, client, nil)
+	b := windowStarts(quota.Calendar{Unit: quota.Hour}, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, err := st.run(context.Background(), reserveScript, []string{st.prefix + "{v}:w"},
+		[]any{"", 0, 1, 0, 1, "w", 5, b[0], b[1], b[2], b[3], b[4]})
+	if err == nil || !strings.Contains(err.Error(), "clock") {
+		t.Errorf("script with windows of 2020: %v, want a clock skew error", err)
+	}
+}
+
+func TestPauseState(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	// An item key and a pause key of the same name do not collide.
+	req := stack("v", gcra("pause", 10, time.Second, 0))
+	req.Pauses = []string{"pause"}
+	if err := st.Pause(ctx, "v", "pause", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Pause(ctx, "v", "pause", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	key := st.prefix + "{v}:!pause:pause"
+	if got, want := client.Get(ctx, key).Val(), strconv.FormatInt(start.Add(5*time.Second).UnixMicro(), 10); got != want {
+		t.Errorf("paused until %s, want %s", got, want)
+	}
+	res := reserve(t, st, req, 1, 0)
+	if res.Allowed || res.RetryAfter != 5*time.Second || res.Decider != quota.PausedDecider {
+		t.Errorf("paused: %+v", res.Result)
+	}
+	res = reserve(t, st, req, 1, 5*time.Second)
+	if !res.Allowed || res.Wait != 5*time.Second || res.Decider != quota.PausedDecider {
+		t.Errorf("paused with max wait: %+v", res.Result)
+	}
+	if err := st.Pause(ctx, "v", "pause", 0); err != nil {
+		t.Errorf("Pause 0: %v", err)
+	}
+	if err := st.Pause(ctx, "v", "pause", -time.Second); err != nil {
+		t.Errorf("Pause -1s: %v", err)
+	}
+}
+
+// TestTTLs checks every kind of key expires when its state is idle, on the
+// server's real clock (no test slack).
+func TestTTLs(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	hourly := gcra("slow", 1, time.Hour, 1)
+	daily := window("daily", 10, quota.Day, time.UTC)
+	req := stack("v", hourly, daily)
+	req.Pauses = []string{"p"}
+	if res := reserve(t, st, req, 1, 0); !res.Allowed {
+		t.Fatalf("%+v", res.Result)
+	}
+	if err := st.Pause(ctx, "v", "p", 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	now := client.Time(ctx).Val()
+	_, dayEnd := daily.Calendar.Bounds(now)
+	for key, want := range map[string]time.Duration{
+		st.prefix + "{v}:slow":     time.Hour,
+		st.prefix + "{v}:daily":    dayEnd.Sub(now),
+		st.prefix + "{v}:!pause:p": 10 * time.Minute,
+	} {
+		got := client.PTTL(ctx, key).Val()
+		// Generous: the TTLs were set a moment before now was read.
+		if got <= 0 || got > want+time.Millisecond || got < want-time.Minute {
+			t.Errorf("%s: PTTL %v, want about %v", key, got, want)
+		}
+	}
+	snap := snapshot(t, client, st.prefix)
+	if len(snap) != 3 {
+		t.Errorf("keys %v, want 3", snap)
+	}
+}
+
+// TestDeniedLeavesNoTrace: a request refused by its peak limit consumes
+// nothing of the other limits, and writes nothing at all.
+func TestDeniedLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	peak := gcra("peak", 1, time.Second, 1)
+	slow := gcra("slow", 100, time.Minute, 0)
+	daily := window("daily", 10, quota.Day, time.UTC)
+	req := stack("v", slow, peak, daily)
+	req.Pauses = []string{"p"}
+	if err := st.Pause(context.Background(), "v", "p", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Millisecond)
+	if res := reserve(t, st, req, 1, 0); !res.Allowed {
+		t.Fatalf("first: %+v", res.Result)
+	}
+	before := snapshot(t, client, st.prefix)
+	if len(before) != 4 {
+		t.Fatalf("keys before: %v, want 4", before)
+	}
+	res := reserve(t, st, req, 1, 0)
+	if res.Allowed || res.Decider != 1 {
+		t.Fatalf("second: %+v, want denied by the peak limit", res.Result)
+	}
+	if res.Limits[0].Remaining != 99 || res.Limits[2].Remaining != 9 {
+		t.Errorf("statuses %+v: the other limits would admit", res.Limits)
+	}
+	after := snapshot(t, client, st.prefix)
+	if len(after) != len(before) {
+		t.Fatalf("keys after %v, before %v", after, before)
+	}
+	for k, b := range before {
+		a := after[k]
+		if a.typ != b.typ || a.value != b.value || a.pttl > b.pttl {
+			t.Errorf("%s changed by a denial: before %+v, after %+v", k, b, a)
+		}
+	}
+}
+
+func TestParseReserveRejectsMalformed(t *testing.T) {
+	good := func() []any {
+		return []any{int64(1), int64(100), int64(150), int64(0), int64(3), int64(10), int64(170)}
+	}
+	if _, err := parseReserve(good(), 1); err != nil {
+		t.Fatalf("good reply: %v", err)
+	}
+	bad := map[string]any{
+		"nil":               nil,
+		"string":            "OK",
+		"short":             good()[:6],
+		"long":              append(good(), int64(1)),
+		"string element":    func() []any { v := good(); v[2] = "150"; return v }(),
+		"nil element":       func() []any { v := good(); v[5] = nil; return v }(),
+		"allowed 2":         func() []any { v := good(); v[0] = int64(2); return v }(),
+		"slot before now":   func() []any { v := good(); v[2] = int64(99); return v }(),
+		"decider too big":   func() []any { v := good(); v[3] = int64(1); return v }(),
+		"decider too small": func() []any { v := good(); v[3] = int64(-3); return v }(),
+		"negative remain":   func() []any { v := good(); v[4] = int64(-1); return v }(),
+		"nested array":      func() []any { v := good(); v[4] = []any{int64(1)}; return v }(),
+	}
+	for name, v := range bad {
+		if _, err := parseReserve(v, 1); !errors.Is(err, errReply) {
+			t.Errorf("%s: error %v, want a malformed reply error", name, err)
+		}
+	}
+}
