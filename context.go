@@ -1,0 +1,64 @@
+package throttle
+
+import (
+	"context"
+	"time"
+)
+
+type ctxKey int
+
+const (
+	businessKey ctxKey = iota
+	labelsKey
+	costKey
+	maxWaitKey
+)
+
+// WithBusiness returns a context whose requests count against the limits
+// scoped per business (tenant, connected account) of id.
+func WithBusiness(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, businessKey, id)
+}
+
+// label is one node of an immutable list, so WithLabel never copies a map
+// and a context's labels are never shared mutable state.
+type label struct {
+	name, value string
+	next        *label
+}
+
+// WithLabel returns a context whose requests carry the label name=value,
+// for limits scoped by a label (e.g. class=batch). A later WithLabel of the
+// same name overrides an earlier one.
+func WithLabel(ctx context.Context, name, value string) context.Context {
+	prev, _ := ctx.Value(labelsKey).(*label)
+	return context.WithValue(ctx, labelsKey, &label{name, value, prev})
+}
+
+// WithCost returns a context whose requests count n each in every limit of
+// their stack, overriding the route's cost (e.g. a GraphQL query's known
+// cost). n must be at least 1 and at most the stack's capacity.
+func WithCost(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, costKey, n)
+}
+
+// WithMaxWait returns a context whose requests wait at most d for their
+// slot, overriding the provider's max_wait. Zero means fail at once.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxWaitKey, d)
+}
+
+func businessFrom(ctx context.Context) string {
+	s, _ := ctx.Value(businessKey).(string)
+	return s
+}
+
+func costFrom(ctx context.Context) int64 {
+	n, _ := ctx.Value(costKey).(int64)
+	return n
+}
+
+func maxWaitFrom(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(maxWaitKey).(time.Duration)
+	return d, ok
+}

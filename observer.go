@@ -1,0 +1,119 @@
+package throttle
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+// EventKind says what happened to a request.
+type EventKind uint8
+
+const (
+	// Decided: the store admitted the request (Wait says for when).
+	Decided EventKind = iota + 1
+	// Waited: the request slept Wait for its slot and is being sent.
+	Waited
+	// Refused: the stack could not admit the request in time (Wait is the
+	// retry-after). In shadow mode the request is sent anyway.
+	Refused
+	// Cancelled: the request's context ended while it waited; its slot was
+	// given back.
+	Cancelled
+	// UpstreamThrottled: the vendor answered that it throttled the
+	// request (Status says how).
+	UpstreamThrottled
+	// Paused: the scope was paused fleet-wide for Wait after an upstream
+	// throttle.
+	Paused
+	// StoreError: the quota store failed (Err says how).
+	StoreError
+	// FellBack: after a store error the request was decided by the
+	// provider's on_store_error policy: sent unthrottled (fail_open) or
+	// decided by the in-process limiter (local).
+	FellBack
+)
+
+var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back"}
+
+// String returns the kind in snake case, e.g. "upstream_throttled".
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) && k != 0 {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// An Event is one thing the transport did with one request. Observers must
+// not keep Items or Statuses beyond the call: they may be reused.
+type Event struct {
+	Kind EventKind
+	// Provider is the provider's name.
+	Provider string
+	// Limit names the limit that decided ("pause" for a pause), or "".
+	Limit string
+	// Wait is the wait for the slot (Decided, Waited), the retry-after
+	// (Refused) or the pause (Paused).
+	Wait time.Duration
+	// Shadow is true when the provider is in shadow mode: nothing was
+	// delayed or refused.
+	Shadow bool
+	// Status is the upstream response's status (UpstreamThrottled).
+	Status int
+	// Err is the store's error (StoreError), or the policy that decided
+	// (FellBack: "fail_open" or "local").
+	Err error
+	// Items and Statuses are the stack and its state after the decision
+	// (Decided, Refused).
+	Items    []quota.Item
+	Statuses []quota.Status
+}
+
+// An Observer is told what the transport does. Observe is called on the
+// request's goroutine, so it must be fast and safe for concurrent use.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// SlogObserver logs every event that is not routine to logger: refusals,
+// cancellations, upstream throttles, pauses, store errors and fallbacks
+// at Warn, waits at Debug. Decisions that let a request go at once are not
+// logged. Scope values (tenant ids) are never logged.
+func SlogObserver(logger *slog.Logger) Observer { return slogObserver{logger} }
+
+type slogObserver struct{ l *slog.Logger }
+
+func (o slogObserver) Observe(ctx context.Context, e Event) {
+	level := slog.LevelWarn
+	switch e.Kind {
+	case Decided:
+		if e.Wait == 0 {
+			return
+		}
+		level = slog.LevelDebug
+	case Waited:
+		level = slog.LevelDebug
+	}
+	if !o.l.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("provider", e.Provider), slog.String("event", e.Kind.String())}
+	if e.Limit != "" {
+		attrs = append(attrs, slog.String("limit", e.Limit))
+	}
+	if e.Wait != 0 {
+		attrs = append(attrs, slog.Duration("wait", e.Wait))
+	}
+	if e.Shadow {
+		attrs = append(attrs, slog.Bool("shadow", true))
+	}
+	if e.Status != 0 {
+		attrs = append(attrs, slog.Int("status", e.Status))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	o.l.LogAttrs(ctx, level, "throttle", attrs...)
+}
