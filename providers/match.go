@@ -108,6 +108,9 @@ func normalizeHost(s string) (key string, wild bool, msg string) {
 	if s == "" {
 		return "", false, "empty host: " + valid
 	}
+	if strings.Contains(s, "/") {
+		return "", false, "invalid host " + strconv.Quote(s) + ": a host is a name, not a URL; " + valid
+	}
 	host, port := splitHostPort(s)
 	if port != "" || strings.HasSuffix(s, ":") {
 		n, err := strconv.Atoi(port)

@@ -1,0 +1,164 @@
+// Package providers loads the YAML configuration that describes the
+// third-party APIs a fleet calls — their hosts, published limits, routes
+// and throttling signals — and resolves each outbound request to its
+// provider and a ready quota.Request.
+//
+// Most callers load a file once, build a Registry and call Resolve for
+// every request:
+//
+//	cfg, err := providers.LoadFile("providers.yaml")
+//	if err != nil {
+//		log.Fatal(err) // every problem, with file:line:column
+//	}
+//	reg := providers.NewRegistry(cfg)
+//	res, ok, err := reg.Resolve(req, providers.Input{Business: "acme"})
+//	// !ok: no provider claims the host; send the request as it is.
+//	// res.Request goes to quota.Store.Reserve; res.Pause is the key to
+//	// pause (in res.Request.Tag) when the vendor throttles the request.
+//
+// The module ships a catalog of real vendors' limits, config/providers.yaml
+// (LoadCatalog).
+//
+// # Schema
+//
+//	version: 1                      # optional; the only version is 1
+//	providers:
+//	  github:                       # the name: lower case, digits, "-", "_"
+//	    hosts: [api.github.com]     # see Hosts
+//	    source: https://...         # documentation only
+//	    read: "2026"                # documentation only
+//	    on_limit: wait              # wait (default) | fail
+//	    max_wait: 10s               # with wait; default 10s
+//	    headroom: 95%               # or 0.95; default 100%
+//	    mode: enforce               # enforce (default) | shadow
+//	    on_store_error: local       # fail_closed (default) | fail_open | local
+//	    local_share: 10%            # required with local, refused otherwise
+//	    signals: {...}              # see Signals
+//	    limits: [...]               # see Limits; apply to every request
+//	    routes: [...]               # see Routes
+//
+// Unknown fields, wrong types, duplicated keys, YAML aliases and merge keys
+// are errors. Load reports every problem at once in a *ConfigError (which
+// wraps ErrConfig), each with file:line:column, the field path (e.g.
+// providers.github.limits[1].burst) and what would be valid.
+//
+// # Hosts
+//
+// A host is an exact name ("api.github.com"), a wildcard ("*.zendesk.com",
+// which matches any name below zendesk.com but not zendesk.com itself) or
+// either with a port ("api.example.com:8443"). A pattern without a port
+// matches every port. When several match, the most specific wins: the
+// exact name with the port, the exact name, then the wildcard with the
+// longest suffix (with the port first). Names are compared in lower case,
+// without a trailing dot. Two providers cannot claim the same pattern.
+// Lookup costs one map probe per label of the request's host, whatever the
+// number of providers.
+//
+// # Limits
+//
+// Each limit has a name, unique within its provider (routes included), and
+// is either a GCRA limit or a calendar window, written in a short form or
+// with explicit fields:
+//
+//	- {name: peak, limit: 100/s}                    # GCRA: 100 per second, burst 100
+//	- {name: peak, limit: 2/s burst 40}             # a leaky bucket of 40 leaking 2/s
+//	- {name: hourly, limit: 5000/h}                 # also ms, s, min, h, 10s, 1m30s
+//	- {name: peak, rate: 100, period: 1s, burst: 100}
+//	- {name: daily, limit: 250000/day resets 00:00 America/Los_Angeles}
+//	- {name: daily, quota: 250000, per: day, resets: "00:00", timezone: America/Los_Angeles}
+//	- {name: monthly, limit: 1000000/month}         # windows: hour, day, month
+//	- {name: hourly, limit: 1000/hour resets 00:30} # "resets" makes /hour a window
+//
+// N/ms, /s, /min, /h and /<duration> are GCRA limits; N/day and N/month are
+// calendar windows (a GCRA over a day would admit twice the quota in one
+// calendar day); N/hour is a window only with "resets". A window resets at
+// 00:00 UTC unless told otherwise; an hourly window resets at 00:MM past
+// each hour. The time zone is an IANA name; programs in minimal container
+// images should import time/tzdata.
+//
+// headroom scales every rate, burst and quota at load time:
+// floor(n*headroom), never below 1. Load then checks each limit with
+// quota.Limit.Validate and that every route's cost fits in every limit of
+// its stack (a cost above a burst or a window's quota could never be
+// admitted); headroom that makes a route impossible is an error.
+//
+// # Scopes
+//
+// A limit's scope says which requests share its state:
+//
+//	scope: provider               # default: one state for the provider
+//	scope: business               # per Input.Business (tenant)
+//	scope: host                   # per request host (a Shopify store, a Zendesk account)
+//	scope: header:Stripe-Account  # per value of a request header
+//	scope: label:class            # per value of Input.Labels["class"]
+//	missing: shared               # no value: one shared state (default)
+//	missing: skip                 # no value: leave the limit out
+//	missing: refuse               # no value: Resolve fails with ErrMissingScope
+//	only: [batch]                 # apply only to these values; skip the others
+//
+// For example, to let batch traffic use at most 60% of a 1,000/min quota,
+// leaving the rest to interactive traffic:
+//
+//	limits:
+//	  - {name: quota, limit: 1000/min}
+//	  - {name: batch, limit: 600/min, scope: "label:class", only: [batch], missing: skip}
+//
+// Scope values are untrusted: keys are built with quota.KeyOf, so a value
+// that is long or holds unsafe characters is replaced by its hash.
+//
+// # Keys and tags
+//
+// An item's key is its limit's name for a provider-wide limit or a
+// missing value's shared state, and quota.KeyOf(name, value) otherwise.
+// The request's Tag (the Redis Cluster hash tag) is the provider's name,
+// except when every limit of the provider — its own and every route's —
+// has the same scope other than provider: then a request that has a value
+// for it is tagged provider + ":" + quota.SafePart(value), so tenants
+// spread over a cluster. Deciding this per provider rather than per
+// request keeps each limit's state under one tag whatever route a request
+// takes. The pause key is "pause" in the provider's tag, or
+// "pause:" + quota.SafePart(value) in a tenant's tag.
+//
+// # Routes
+//
+// Routes add limits and a cost to some of a provider's requests. The first
+// route whose method and path pattern match applies; a route that an
+// earlier one always matches first is an error, as is an unknown method.
+//
+//	routes:
+//	  - name: search
+//	    method: GET              # or [POST, PATCH]; omitted or "*" = any
+//	    path: /search/*          # "*" or "{name}" = one segment; a final "**" = the rest
+//	    cost: 1                  # default 1
+//	    limits: [{name: search, limit: 30/min, scope: business}]
+//
+// The query string is ignored and so is one trailing slash. One cost is
+// charged to every limit of the stack (quota.Request has one Cost);
+// Input.Cost replaces it per request.
+//
+// # Signals
+//
+// signals maps to backoff.Signals:
+//
+//	signals:
+//	  throttled:                 # Rules; empty = any 429
+//	    - {status: 403, header: X-RateLimit-Remaining, header_value: "0"}
+//	    - {status: 403, body_contains: REQUEST_LIMIT_EXCEEDED}
+//	  ignore:                    # throttled-looking but not retryable
+//	    - {status: 429, body_contains: insufficient_quota}
+//	  delay_headers: [Retry-After-Ms]
+//	  max_delay: 10m             # cap on any vendor-supplied delay
+//
+// # Variables
+//
+// Every scalar value (not keys) may hold ${VAR} or ${VAR:-default}; "$$" is
+// a literal "$". An unset ${VAR} without a default is an error. Variables
+// are read with os.LookupEnv unless WithLookupEnv says otherwise.
+//
+// # Concurrency
+//
+// A Config is immutable. A Registry is safe for concurrent use; Reload
+// swaps the configuration atomically, a resolution in progress finishes
+// under the one it started with, and ReloadFile keeps the old
+// configuration when the new file has errors.
+package providers
