@@ -11,18 +11,22 @@ import (
 // Verdict is what Classify reads from a response.
 type Verdict struct {
 	// Throttled reports that the response is the vendor's throttling
-	// signal: it matched Signals.Rules (by default, a 429), or it matched
-	// Signals.Ignore, which lists responses that look throttled but are not
-	// worth retrying.
+	// signal: it matched Signals.Rules (by default, any 429) and not
+	// Signals.Ignore. A transport pauses the provider on it.
 	Throttled bool
 
-	// Retryable reports that the request was refused for rate and may be
-	// retried, whatever its method, once Delay has passed: the response is
-	// throttled and not matched by Signals.Ignore. It is false for every
-	// response that is not throttled; whether a 5xx may be retried depends
-	// on the request, which Policy decides. A transport should pause a
-	// provider only when both Throttled and Retryable are true.
+	// Retryable reports that the request may be retried whatever its
+	// method, once Delay has passed, because the vendor refused it for
+	// rate without processing it. It is true exactly when Throttled is;
+	// whether a 5xx or a failed connection may be retried depends on the
+	// request, which Policy decides.
 	Retryable bool
+
+	// Ignored reports that the response matched Signals.Ignore: it looks
+	// throttled (OpenAI's 429 "insufficient_quota") but is not a rate
+	// limit, so it is neither paused on nor retried. Throttled and
+	// Retryable are false and Delay is zero.
+	Ignored bool
 
 	// Delay is how long the vendor asked the client to wait, capped at
 	// Signals.MaxDelay. Zero means the vendor gave no usable delay.
@@ -48,8 +52,9 @@ const (
 // Classify reads the throttling signals of resp by the rules of s (nil
 // means the zero Signals: a 429 is throttled) at time now.
 //
-// Signals.Ignore is checked first: a match is Throttled but not Retryable,
-// with no Delay. Then Signals.Rules, or the default 429, decide Throttled.
+// Signals.Ignore is checked first: a match is Ignored, neither Throttled
+// nor Retryable, with no Delay. Then Signals.Rules, or the default 429,
+// decide Throttled.
 //
 // The delay of a throttled response is read from the first of these
 // headers that gives a positive delay: Signals.DelayHeaders in order,
@@ -83,7 +88,7 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 	m := matcher{resp: resp}
 	for _, r := range sig.Ignore {
 		if m.match(r) {
-			return Verdict{Throttled: true}
+			return Verdict{Ignored: true}
 		}
 	}
 	throttled := false

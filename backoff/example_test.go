@@ -50,8 +50,8 @@ func ExampleClassify_ignore() {
 	body, _ := io.ReadAll(billing.Body)
 	fmt.Println(string(body))
 	// Output:
-	// {Throttled:true Retryable:false Delay:0s Source:}
-	// {Throttled:true Retryable:true Delay:6m0s Source:x-ratelimit-reset-requests}
+	// {Throttled:false Retryable:false Ignored:true Delay:0s Source:}
+	// {Throttled:true Retryable:true Ignored:false Delay:6m0s Source:x-ratelimit-reset-requests}
 	// {"error":{"code":"insufficient_quota"}}
 }
 

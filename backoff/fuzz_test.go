@@ -104,8 +104,8 @@ func FuzzClassify(f *testing.F) {
 		}
 		for _, sig := range []*Signals{nil, s} {
 			v := Classify(resp, sig, now)
-			if v.Retryable && !v.Throttled {
-				t.Fatalf("Classify = %+v: Retryable without Throttled", v)
+			if v.Retryable != v.Throttled || (v.Ignored && (v.Throttled || v.Delay != 0)) {
+				t.Fatalf("Classify = %+v: inconsistent verdict", v)
 			}
 			limit := DefaultMaxDelay
 			if sig != nil {

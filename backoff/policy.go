@@ -128,7 +128,7 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 	now := p.now()
 	v := Classify(resp, p.signalsFor(resp.Request), now)
 	switch {
-	case v.Throttled && !v.Retryable:
+	case v.Ignored:
 		return false, nil
 	case v.Throttled:
 	case retryableStatus(resp.StatusCode) && requestRetryable(ctx, resp, nil):
