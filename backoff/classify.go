@@ -75,8 +75,9 @@ const (
 // whole original body (the bytes read, then the rest) and closes the
 // original body. It reads the body only when a rule with BodyContains has
 // the response's status, and at most once however often it is called on
-// the same response. A nil resp gives the zero Verdict. Classify never
-// panics on what a server sends.
+// the same response. Because it may replace resp.Body, it must not run
+// concurrently with other uses of resp. A nil resp gives the zero
+// Verdict. Classify never panics on what a server sends.
 func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 	if resp == nil {
 		return Verdict{}

@@ -25,7 +25,8 @@ const DefaultMaxDelay = 10 * time.Minute
 // DefaultMaxDelay. A nil *Signals means the same as the zero value.
 type Signals struct {
 	// Rules lists the responses that mean "throttled". Empty means the
-	// default: any 429.
+	// default: any 429. A non-empty list replaces the default, so a vendor
+	// that signals with a 403 as well lists {Status: 429} too.
 	Rules []Rule
 
 	// Ignore lists responses that look throttled but are not retryable,
