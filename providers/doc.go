@@ -60,6 +60,7 @@
 // is either a GCRA limit or a calendar window, written in a short form or
 // with explicit fields:
 //
+//	limits:
 //	- {name: peak, limit: 100/s}                    # GCRA: 100 per second, burst 100
 //	- {name: peak, limit: 2/s burst 40}             # a leaky bucket of 40 leaking 2/s
 //	- {name: hourly, limit: 5000/h}                 # also ms, s, min, h, 10s, 1m30s

@@ -314,3 +314,10 @@ func TestScale(t *testing.T) {
 		}
 	}
 }
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
