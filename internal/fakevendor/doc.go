@@ -1,0 +1,68 @@
+// Package fakevendor runs in-process fake vendor APIs: HTTP servers (from
+// net/http/httptest) that enforce their own rate limit the way real
+// vendors do, answer throttled requests with a real vendor's signals, and
+// record the arrival time of every request, so that a test can check what
+// the vendor saw rather than what the client believes it sent.
+//
+// Nothing here needs a *testing.T: example programs and load harnesses use
+// it too.
+//
+// # API
+//
+//	v := fakevendor.Start(fakevendor.Options{
+//		Enforcer: fakevendor.GCRA(20, time.Second, 5), // or Window, LeakyBucket; zero: no limit
+//		Signal:   fakevendor.RetryAfterSeconds,        // how a throttled request is answered
+//	})
+//	defer v.Close()
+//	v.URL                 // "http://127.0.0.1:port", for requests
+//	v.Host()              // "127.0.0.1:port", for a provider's hosts
+//	v.ThrottleNext(n)     // answer the next n requests throttled, whatever the limit says
+//	v.Arrivals()          // every request: when, admitted or throttled, scope, method, path, body
+//	v.Counts()            // (served, throttled) since Start
+//	v.MaxIn(time.Second)  // most admitted requests in any window of that length
+//	v.MaxInScope("acme", time.Second) // the same, for one scope
+//
+// # Enforcers
+//
+//   - GCRA(rate, period, burst): the generic cell rate algorithm: burst at
+//     once from idle, then one every period/rate.
+//   - Window(n, length): n per fixed window; windows start at multiples of
+//     length since the Unix epoch (a minute window starts on the minute),
+//     as vendors' calendar windows do.
+//   - LeakyBucket(size, leakPerSecond): a bucket of size that leaks
+//     continuously (Shopify REST: LeakyBucket(40, 2)). A request fits while
+//     the level plus one is at most size.
+//
+// With Options.ScopeHeader set, every value of that request header has an
+// enforcer state of its own, as a vendor that limits per account does.
+//
+// # Signals
+//
+// A throttled request is answered in one of these styles:
+//
+//   - RetryAfterSeconds: 429 with an integer Retry-After (rounded up).
+//   - RetryAfterDecimal: 429 with a decimal Retry-After ("2.0"), and
+//     X-Shopify-Shop-Api-Call-Limit: used/size on every response (Shopify).
+//   - RetryAfterDate: 429 with Retry-After as an HTTP-date (IMF-fixdate).
+//   - GitHub403: 403 with X-RateLimit-Remaining: 0 and X-RateLimit-Reset
+//     in Unix seconds; X-RateLimit-Limit, -Remaining, -Used and -Reset on
+//     every response when there is an enforcer.
+//
+// The advertised delay is the enforcer's own (when the request would
+// fit), unless Options.RetryAfter fixes it. Options.ThrottleBody replaces
+// the style's body, e.g. with OpenAI's insufficient_quota error.
+//
+// # Time
+//
+// Options.Clock is the vendor's clock, for its enforcement and for the
+// recorded arrival times; the default is time.Now. A test that injects a
+// clock it steps can check each enforcer exactly.
+//
+// # Bounds
+//
+// At most Options.MaxArrivals arrivals are recorded (default
+// DefaultMaxArrivals; later ones are counted but not kept), bodies only with
+// Options.RecordBodies and at most MaxBody bytes each, and at most
+// MaxScopes scope states are kept (further scopes share one). A Vendor is
+// safe for concurrent use.
+package fakevendor

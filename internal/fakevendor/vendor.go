@@ -1,0 +1,345 @@
+package fakevendor
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Signal is how a fake vendor answers a request it throttles.
+type Signal uint8
+
+const (
+	// RetryAfterSeconds: 429 with Retry-After in whole seconds, rounded
+	// up (Zendesk, Slack, Notion).
+	RetryAfterSeconds Signal = iota
+	// RetryAfterDecimal: 429 with Retry-After in seconds with one decimal,
+	// rounded up ("2.0"), and X-Shopify-Shop-Api-Call-Limit: used/size on
+	// every response (Shopify REST).
+	RetryAfterDecimal
+	// RetryAfterDate: 429 with Retry-After as an IMF-fixdate HTTP-date,
+	// rounded up to the second.
+	RetryAfterDate
+	// GitHub403: 403 with X-RateLimit-Remaining: 0 and X-RateLimit-Reset
+	// in Unix seconds, rounded up; X-RateLimit-Limit, -Remaining, -Used,
+	// -Reset and -Resource on every response when there is an enforcer
+	// (GitHub REST's primary limit).
+	GitHub403
+)
+
+const (
+	// DefaultMaxArrivals is how many arrivals a Vendor records when
+	// Options.MaxArrivals is zero.
+	DefaultMaxArrivals = 1_000_000
+	// MaxBody is how many bytes of each request body are recorded with
+	// Options.RecordBodies.
+	MaxBody = 4096
+	// MaxScopes is how many scope states a Vendor keeps; requests of
+	// further scopes share one state.
+	MaxScopes = 10_000
+	// DefaultForcedRetryAfter is the delay advertised by a throttle forced
+	// with ThrottleNext when Options.RetryAfter is zero.
+	DefaultForcedRetryAfter = time.Second
+)
+
+// Options configures a Vendor. The zero value is a vendor that admits
+// everything and answers 200 {"ok":true}.
+type Options struct {
+	// Enforcer is the limit the vendor enforces. The zero Enforcer admits
+	// everything (ThrottleNext still throttles).
+	Enforcer Enforcer
+	// Signal is how throttled requests are answered. The default is
+	// RetryAfterSeconds.
+	Signal Signal
+	// ScopeHeader, when set, names a request header whose every value has
+	// its own enforcer state, as a vendor limiting per account does.
+	// Requests without it share the state of the empty scope.
+	ScopeHeader string
+	// RetryAfter, when positive, is the delay every throttled response
+	// advertises instead of the enforcer's own (Shopify always says 2.0).
+	RetryAfter time.Duration
+	// ThrottleBody, when set, is the body of every throttled response
+	// instead of the style's, e.g. OpenAI's
+	// {"error":{"type":"insufficient_quota"}}.
+	ThrottleBody string
+	// Handler answers admitted requests, after the vendor has set its
+	// rate-limit headers and read the body. Nil means 200 {"ok":true}.
+	Handler http.Handler
+	// Clock is the vendor's clock, for its enforcement and the arrival
+	// times it records. Nil means time.Now.
+	Clock func() time.Time
+	// MaxArrivals bounds the recorded arrivals; later ones are counted
+	// but not recorded. Zero means DefaultMaxArrivals.
+	MaxArrivals int
+	// RecordBodies records the first MaxBody bytes of every request body
+	// in its Arrival.
+	RecordBodies bool
+}
+
+// An Arrival is one request as the vendor saw it.
+type Arrival struct {
+	// At is when the request's headers arrived, on the vendor's clock.
+	At time.Time
+	// Throttled is true when the vendor refused the request (by its
+	// enforcer or by ThrottleNext); false when it served it.
+	Throttled bool
+	// Scope is the request's value of Options.ScopeHeader.
+	Scope string
+	// Method and Path are the request's.
+	Method, Path string
+	// Body is the start of the request body (with Options.RecordBodies).
+	Body []byte
+}
+
+// A Vendor is a running fake vendor API. It is safe for concurrent use.
+type Vendor struct {
+	// URL is the base URL of the vendor, "http://127.0.0.1:port".
+	URL string
+
+	srv  *httptest.Server
+	opts Options
+	now  func() time.Time
+
+	mu        sync.Mutex
+	scopes    map[string]*state
+	arrivals  []Arrival
+	served    int
+	throttled int
+	forced    int
+}
+
+// Start starts a fake vendor on a loopback port. Close it when done.
+func Start(opts Options) *Vendor {
+	v := &Vendor{opts: opts, now: opts.Clock, scopes: map[string]*state{}}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	if v.opts.MaxArrivals <= 0 {
+		v.opts.MaxArrivals = DefaultMaxArrivals
+	}
+	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
+	v.URL = v.srv.URL
+	return v
+}
+
+// Host returns the vendor's "127.0.0.1:port", as a provider's hosts name
+// it.
+func (v *Vendor) Host() string { return strings.TrimPrefix(v.URL, "http://") }
+
+// Close shuts the vendor down, blocking until every request in flight has
+// been answered. The recorded arrivals stay readable.
+func (v *Vendor) Close() { v.srv.Close() }
+
+// Client returns an *http.Client that sends to the vendor over plain
+// loopback connections (the httptest server's own client).
+func (v *Vendor) Client() *http.Client { return v.srv.Client() }
+
+// ThrottleNext makes the vendor answer the next n requests as throttled,
+// whatever its enforcer says, advertising Options.RetryAfter (or
+// DefaultForcedRetryAfter). Forced throttles charge nothing. Calls add up.
+func (v *Vendor) ThrottleNext(n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.forced += max(n, 0)
+}
+
+// Arrivals returns a copy of every recorded arrival, in the order the
+// vendor decided them.
+func (v *Vendor) Arrivals() []Arrival {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]Arrival(nil), v.arrivals...)
+}
+
+// Counts returns how many requests the vendor served and throttled since
+// it started, recorded or not.
+func (v *Vendor) Counts() (served, throttled int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.served, v.throttled
+}
+
+// MaxIn returns the largest number of admitted (served) requests whose
+// arrivals fall in one half-open window [t, t+window), over every t: what
+// a vendor counting per sliding window of that length would have seen.
+func (v *Vendor) MaxIn(window time.Duration) int {
+	return v.maxIn(window, func(*Arrival) bool { return true })
+}
+
+// MaxInScope is MaxIn for the requests of one scope (see
+// Options.ScopeHeader).
+func (v *Vendor) MaxInScope(scope string, window time.Duration) int {
+	return v.maxIn(window, func(a *Arrival) bool { return a.Scope == scope })
+}
+
+func (v *Vendor) maxIn(window time.Duration, keep func(*Arrival) bool) int {
+	v.mu.Lock()
+	var ts []time.Time
+	for i := range v.arrivals {
+		if a := &v.arrivals[i]; !a.Throttled && keep(a) {
+			ts = append(ts, a.At)
+		}
+	}
+	v.mu.Unlock()
+	return MaxIn(ts, window)
+}
+
+// MaxIn returns the largest number of times that fall in one half-open
+// window [t, t+window). The times need not be sorted; ts is not changed.
+func MaxIn(ts []time.Time, window time.Duration) int {
+	s := append([]time.Time(nil), ts...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	best, lo := 0, 0
+	for hi := range s {
+		for s[hi].Sub(s[lo]) >= window {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
+	scope := ""
+	if v.opts.ScopeHeader != "" {
+		scope = r.Header.Get(v.opts.ScopeHeader)
+	}
+
+	v.mu.Lock()
+	now := v.now()
+	var d decision
+	if v.forced > 0 {
+		v.forced--
+		d = decision{retryAfter: DefaultForcedRetryAfter}
+	} else {
+		d = v.opts.Enforcer.decide(v.state(scope), now)
+	}
+	if d.ok {
+		v.served++
+	} else {
+		v.throttled++
+		if v.opts.RetryAfter > 0 {
+			d.retryAfter = v.opts.RetryAfter
+		}
+		d.remaining = 0
+	}
+	idx := -1
+	if len(v.arrivals) < v.opts.MaxArrivals {
+		idx = len(v.arrivals)
+		v.arrivals = append(v.arrivals, Arrival{At: now, Throttled: !d.ok, Scope: scope, Method: r.Method, Path: r.URL.Path})
+	}
+	v.mu.Unlock()
+
+	// Read the body whole, so that the connection can be reused; keep
+	// its start when asked to.
+	var body []byte
+	if r.Body != nil {
+		if v.opts.RecordBodies {
+			body, _ = io.ReadAll(io.LimitReader(r.Body, MaxBody))
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
+	if idx >= 0 && body != nil {
+		v.mu.Lock()
+		v.arrivals[idx].Body = body
+		v.mu.Unlock()
+	}
+
+	v.writeHeaders(w.Header(), d, now)
+	if d.ok {
+		if v.opts.Handler != nil {
+			v.opts.Handler.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	status, msg := http.StatusTooManyRequests, `{"error":"rate_limited"}`
+	switch v.opts.Signal {
+	case RetryAfterDecimal:
+		msg = `{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}`
+	case GitHub403:
+		status, msg = http.StatusForbidden, `{"message":"API rate limit exceeded","documentation_url":"https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api"}`
+	}
+	if v.opts.ThrottleBody != "" {
+		msg = v.opts.ThrottleBody
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg)
+}
+
+// state returns scope's enforcer state; v.mu is held.
+func (v *Vendor) state(scope string) *state {
+	s, ok := v.scopes[scope]
+	if ok {
+		return s
+	}
+	if len(v.scopes) >= MaxScopes {
+		scope = "\x00overflow"
+		if s, ok := v.scopes[scope]; ok {
+			return s
+		}
+	}
+	s = &state{}
+	v.scopes[scope] = s
+	return s
+}
+
+// writeHeaders sets the signal style's headers for decision d at now.
+func (v *Vendor) writeHeaders(h http.Header, d decision, now time.Time) {
+	switch v.opts.Signal {
+	case RetryAfterSeconds:
+		if !d.ok {
+			h.Set("Retry-After", strconv.FormatInt(ceilDiv(d.retryAfter, time.Second), 10))
+		}
+	case RetryAfterDecimal:
+		if d.limit > 0 {
+			h.Set("X-Shopify-Shop-Api-Call-Limit", fmt.Sprintf("%d/%d", d.used, d.limit))
+		}
+		if !d.ok {
+			tenths := ceilDiv(d.retryAfter, 100*time.Millisecond)
+			h.Set("Retry-After", fmt.Sprintf("%d.%d", tenths/10, tenths%10))
+		}
+	case RetryAfterDate:
+		if !d.ok {
+			h.Set("Retry-After", ceilSecond(now.Add(d.retryAfter)).UTC().Format(http.TimeFormat))
+		}
+	case GitHub403:
+		reset := d.reset
+		if !d.ok {
+			reset = now.Add(d.retryAfter)
+		}
+		if d.limit > 0 || !d.ok {
+			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.limit, 10))
+			h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.remaining, 10))
+			h.Set("X-RateLimit-Used", strconv.FormatInt(d.used, 10))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSecond(reset).Unix(), 10))
+			h.Set("X-RateLimit-Resource", "core")
+		}
+	}
+}
+
+// ceilDiv returns d/unit rounded up, at least 1 for a positive d.
+func ceilDiv(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + unit - 1) / unit)
+}
+
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	s := t.Truncate(time.Second)
+	if s.Equal(t) {
+		return s
+	}
+	return s.Add(time.Second)
+}
