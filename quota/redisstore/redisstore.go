@@ -321,7 +321,13 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if !s.guard {
-		return sc.Run(ctx, s.client, keys, args...).Result()
+		v, err := sc.Run(ctx, s.client, keys, args...).Result()
+		if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, cerr) {
+			// The deadline reached the socket as an i/o timeout: say
+			// which deadline it was, and keep what the socket said.
+			err = fmt.Errorf("%w (%w)", cerr, err)
+		}
+		return v, err
 	}
 	type result struct {
 		v   any

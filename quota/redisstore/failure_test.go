@@ -1,0 +1,319 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// commandCalls reads INFO commandstats: calls per command.
+func commandCalls(t testing.TB, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("commandstats line %q: %v", line, err)
+				}
+				calls[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return calls
+}
+
+// callsSince returns the commands run since before, other than INFO.
+func callsSince(before, after map[string]int64) map[string]int64 {
+	diff := map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 && k != "info" {
+			diff[k] = d
+		}
+	}
+	return diff
+}
+
+// scriptCommands are the commands the scripts call. INFO commandstats
+// counts them too, though they are no round trip.
+var scriptCommands = map[string]bool{
+	"time": true, "get": true, "set": true, "del": true, "hgetall": true, "hget": true,
+	"hincrby": true, "hdel": true, "pexpire": true, "pttl": true,
+}
+
+// countingHook counts the commands a client sends.
+type countingHook struct {
+	mu   sync.Mutex
+	sent map[string]int64
+}
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.sent[cmd.Name()]++
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.sent["pipeline"]++
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// TestOneRoundTripPerDecision: N decisions of any stack depth are exactly
+// N EVALSHA calls, counted as the client sends them and as the server runs
+// them, and the server runs no other command but those the script calls.
+func TestOneRoundTripPerDecision(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	st := newStore(t, client, nil)
+	stacks := []quota.Request{
+		stack("a", gcra("peak", 1000, time.Second, 0)),
+		stack("b", gcra("peak", 1000, time.Second, 0), gcra("minute", 10000, time.Minute, 0), window("daily", 100000, quota.Day, nil)),
+		stack("c", window("hourly", 1, quota.Hour, nil)), // denied after the first
+	}
+	stacks[1].Pauses = []string{"p1", "p2"}
+	reserve(t, st, stacks[0], 1, 0) // loads the script, opens the connection
+	hook := &countingHook{sent: map[string]int64{}}
+	client.AddHook(hook)
+	stats := srv.Client(t) // INFO on its own connection, uncounted by the hook
+	before := commandCalls(t, stats)
+	const n = 30
+	for i := 0; i < n; i++ {
+		reserve(t, st, stacks[i%len(stacks)], 1, 0)
+	}
+	ran := callsSince(before, commandCalls(t, stats))
+	if ran["evalsha"] != n || ran["eval"] != 0 {
+		t.Errorf("%d decisions: the server ran %d evalsha and %d eval, want %d and 0", n, ran["evalsha"], ran["eval"], n)
+	}
+	for cmd := range ran {
+		if cmd != "evalsha" && !scriptCommands[cmd] {
+			t.Errorf("the server ran %s %d times: no decision sends it", cmd, ran[cmd])
+		}
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.sent) != 1 || hook.sent["evalsha"] != n {
+		t.Errorf("%d decisions sent %v, want exactly {evalsha: %d}", n, hook.sent, n)
+	}
+}
+
+// TestNoScriptRecovery: after SCRIPT FLUSH (as after a failover to a
+// replica that never saw the script) the store falls back to EVAL once and
+// is back to EVALSHA after.
+func TestNoScriptRecovery(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", gcra("peak", 2, time.Second, 0))
+	reserve(t, st, req, 1, 0)
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandCalls(t, client)
+	if res := reserve(t, st, req, 1, 0); !res.Allowed || res.Limits[0].Remaining != 0 {
+		t.Errorf("after SCRIPT FLUSH: %+v, want the second of two admitted", res.Result)
+	}
+	if res := reserve(t, st, req, 1, 0); res.Allowed {
+		t.Errorf("third: %+v, want denied", res.Result)
+	}
+	if got := callsSince(before, commandCalls(t, client)); got["eval"] != 1 || got["evalsha"] != 2 {
+		t.Errorf("commands %v, want one eval (the fallback) and two evalsha", got)
+	}
+	// The other scripts recover the same way.
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Pause(ctx, "v", "p", time.Second); err != nil {
+		t.Errorf("Pause after SCRIPT FLUSH: %v", err)
+	}
+	clock.Advance(time.Second)
+	reserve(t, st, req, 1, 0)
+	r := reserve(t, st, req, 1, time.Second)
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cancel(ctx); err != nil {
+		t.Errorf("Cancel after SCRIPT FLUSH: %v", err)
+	}
+}
+
+// TestStoppedRedis: a Redis that is gone fails every call with an error
+// that wraps quota.ErrStore, within the timeout; when it is back (empty,
+// without the scripts) the store works again.
+func TestStoppedRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	const timeout = 300 * time.Millisecond
+	st, err := New(client, Options{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := stack("v", gcra("peak", 10, time.Second, 0))
+	reserve(t, st, req, 1, 0)
+	srv.Stop(t)
+
+	begin := time.Now()
+	_, err = st.Reserve(ctx, &req)
+	elapsed := time.Since(begin)
+	if !errors.Is(err, quota.ErrStore) {
+		t.Errorf("Reserve on a stopped Redis: %v, want quota.ErrStore", err)
+	}
+	// Only an upper bound, far above the timeout and below go-redis's own
+	// retries and 3s read timeout: a hang would be seconds.
+	if elapsed > timeout+2*time.Second {
+		t.Errorf("Reserve on a stopped Redis took %v, timeout %v", elapsed, timeout)
+	}
+	if err := st.Pause(ctx, "v", "p", time.Second); !errors.Is(err, quota.ErrStore) {
+		t.Errorf("Pause on a stopped Redis: %v, want quota.ErrStore", err)
+	}
+
+	srv.Restart(t)
+	if res := reserve(t, st, req, 1, 0); !res.Allowed || res.Limits[0].Remaining != 9 {
+		t.Errorf("after restart: %+v, want admitted on empty state", res.Result)
+	}
+}
+
+// hungRedis accepts connections and reads from them but never answers: a
+// Redis that is stuck (or a network path that drops replies).
+func hungRedis(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(io.Discard, bufio.NewReader(c))
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// TestHungRedis: a Redis that never answers holds no call longer than the
+// timeout, whether or not the client bounds its reads by the context.
+func TestHungRedis(t *testing.T) {
+	t.Parallel()
+	addr := hungRedis(t)
+	const timeout = 200 * time.Millisecond
+	for _, ctxTimeout := range []bool{false, true} {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: ctxTimeout, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { _ = client.Close() })
+		st, err := New(client, Options{Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := stack("v", gcra("peak", 10, time.Second, 0))
+		begin := time.Now()
+		_, err = st.Reserve(context.Background(), &req)
+		elapsed := time.Since(begin)
+		if !errors.Is(err, quota.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("ContextTimeoutEnabled=%v: %v, want quota.ErrStore and context.DeadlineExceeded", ctxTimeout, err)
+		}
+		// go-redis's own read timeout is 3s: finishing well before it
+		// shows the store's timeout did the work.
+		if elapsed > timeout+time.Second {
+			t.Errorf("ContextTimeoutEnabled=%v: Reserve took %v, timeout %v", ctxTimeout, elapsed, timeout)
+		}
+	}
+}
+
+// TestCallerContextIsNotAStoreFailure: when the caller's own context ends
+// during a call, the error is the context's, not quota.ErrStore.
+func TestCallerContextIsNotAStoreFailure(t *testing.T) {
+	t.Parallel()
+	addr := hungRedis(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req := stack("v", gcra("peak", 10, time.Second, 0))
+	_, err = st.Reserve(ctx, &req)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, quota.ErrStore) {
+		t.Errorf("Reserve with the caller's deadline passing: %v, want context.DeadlineExceeded, not quota.ErrStore", err)
+	}
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	if _, err := st.Reserve(done, &req); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reserve with an ended context: %v, want context.Canceled", err)
+	}
+}
+
+// TestErrorReplyWrapsBoth: a Redis error (here WRONGTYPE: someone else's
+// data under our key) keeps the original error next to quota.ErrStore.
+func TestErrorReplyWrapsBoth(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	if err := client.LPush(ctx, st.prefix+"{v}:peak", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := stack("v", window("peak", 10, quota.Day, nil))
+	_, err := st.Reserve(ctx, &req)
+	var rerr redis.Error
+	if !errors.Is(err, quota.ErrStore) || !errors.As(err, &rerr) {
+		t.Errorf("Reserve over a list: %v, want quota.ErrStore wrapping the redis.Error", err)
+	}
+}
