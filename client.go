@@ -49,7 +49,16 @@ func (t *Transport) Client() *http.Client {
 	}
 	rc.Backoff = policy.Backoff
 	rc.ErrorHandler = backoff.PassthroughErrorHandler
-	return rc.StandardClient()
+	return &http.Client{Transport: retrying{&retryablehttp.RoundTripper{Client: rc}}}
+}
+
+// retrying hands each request to go-retryablehttp with the request in its
+// context, where the retry policy reads the method and Idempotency-Key
+// (retryablehttp gives CheckRetry no request when there is no response).
+type retrying struct{ rt *retryablehttp.RoundTripper }
+
+func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.rt.RoundTrip(req.WithContext(backoff.WithRequest(req.Context(), req)))
 }
 
 // signalsFor returns the throttling signals of req's provider, or nil.

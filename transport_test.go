@@ -476,3 +476,43 @@ func TestNewClientRetriesThrottledThenSucceeds(t *testing.T) {
 		t.Errorf("vendor saw %d calls with bodies %q, want 2 with the body replayed", calls, bodies)
 	}
 }
+
+// A POST is retried after a connection failure only when it carries an
+// Idempotency-Key: the policy must see the request's headers.
+func TestNewClientRetriesPostOnlyWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"", "key-1"} {
+		mock := httpmock.NewMockTransport()
+		calls := 0
+		mock.RegisterNoResponder(func(*http.Request) (*http.Response, error) {
+			calls++
+			if calls == 1 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return httpmock.NewStringResponse(200, "ok"), nil
+		})
+		cfg, err := providers.Load("t.yaml", []byte("providers:\n  v:\n    hosts: [api.vendor.test]\n    limits: [{name: peak, limit: 100/s}]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(mock),
+			throttle.WithRetries(2, time.Millisecond, time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", "https://api.vendor.test/charges", strings.NewReader("x"))
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := client.Do(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if key == "" && (err == nil || calls != 1) {
+			t.Errorf("POST without a key: %d calls, err %v; want 1 call and the error", calls, err)
+		}
+		if key != "" && (err != nil || calls != 2) {
+			t.Errorf("POST with a key: %d calls, err %v; want a retry that succeeds", calls, err)
+		}
+	}
+}
