@@ -684,6 +684,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	var sf shortForm
 	var tzNode, resetNode *yaml.Node
 	var tz string
+	tzPath := path + ".timezone"
 	hasReset := false
 	if sn := f["limit"]; sn != nil {
 		for _, k := range []string{"rate", "period", "quota", "per"} {
@@ -701,7 +702,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			sf = v
 			ln.capacity, ln.capField = sn, "limit"
 			if sf.tz != "" {
-				tz, tzNode = sf.tz, sn
+				tz, tzNode, tzPath = sf.tz, sn, path+".limit"
 			}
 			if sf.hasReset {
 				hasReset, resetNode = true, sn
@@ -806,7 +807,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 		if tz != "" {
 			switch loc, err := loadLocation(tz); {
 			case err != nil:
-				bad(tzNode, path+".timezone", "unknown time zone %q: want an IANA name such as UTC, Europe/Berlin or America/Los_Angeles", tz)
+				bad(tzNode, tzPath, "unknown time zone %q: want an IANA name such as UTC, Europe/Berlin or America/Los_Angeles", tz)
 			default:
 				q.Calendar.Location = loc
 			}

@@ -210,9 +210,7 @@ func parsePattern(p string) ([]segment, string) {
 // matchPath reports whether the request path p matches segs. A single
 // trailing slash is ignored.
 func matchPath(segs []segment, p string) bool {
-	if strings.HasPrefix(p, "/") {
-		p = p[1:]
-	}
+	p = strings.TrimPrefix(p, "/")
 	if len(p) > 0 && p[len(p)-1] == '/' {
 		p = p[:len(p)-1]
 	}
