@@ -1,0 +1,43 @@
+package throttle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle"
+)
+
+func TestSlogObserver(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	obs := throttle.SlogObserver(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	ctx := context.Background()
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "stripe"})                   // routine: not logged
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Waited, Provider: "stripe", Wait: time.Second}) // debug: filtered
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Refused, Provider: "stripe", Limit: "peak", Wait: 2 * time.Second})
+	obs.Observe(ctx, throttle.Event{Kind: throttle.StoreError, Provider: "stripe", Err: errors.New("dial tcp: refused")})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("logged %d lines, want 2 (refused, store_error):\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{"event=refused limit=peak wait=2s", `event=store_error error="dial tcp: refused"`} {
+		if !strings.Contains(lines[i], "level=WARN") || !strings.Contains(lines[i], "provider=stripe "+want) {
+			t.Errorf("line %d = %q, want WARN with %q", i, lines[i], want)
+		}
+	}
+}
+
+func TestEventKindString(t *testing.T) {
+	t.Parallel()
+	if got := throttle.UpstreamThrottled.String(); got != "upstream_throttled" {
+		t.Errorf("UpstreamThrottled.String() = %q", got)
+	}
+	if got := throttle.EventKind(200).String(); got != "unknown" {
+		t.Errorf("EventKind(200).String() = %q, want unknown", got)
+	}
+}
