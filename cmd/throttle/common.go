@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/redisstore"
+)
+
+// envRedis is the environment variable --redis defaults to.
+const envRedis = "THROTTLE_REDIS"
+
+// storeFlags are the flags of every command that reads or writes Redis.
+type storeFlags struct {
+	redis   string
+	cluster bool
+	config  string
+	prefix  string
+	timeout time.Duration
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.redis, "redis", os.Getenv(envRedis),
+		"Redis `URL` (redis://[user:password@]host:port/db, rediss:// for TLS), or comma-separated\n"+
+			"URLs or host:port addresses of a Redis Cluster's nodes (default $"+envRedis+")")
+	fs.BoolVar(&f.cluster, "cluster", false, "connect to a Redis Cluster (implied by several addresses)")
+	fs.StringVar(&f.config, "config", "", "providers configuration `FILE` (default: the embedded catalog, config/providers.yaml)")
+	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "key `prefix` the fleet's stores use (redisstore.Options.Prefix)")
+	fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "bound on each call to Redis")
+}
+
+// loadConfig loads --config, or the embedded catalog.
+func loadConfig(path string) (*providers.Config, error) {
+	var cfg *providers.Config
+	var err error
+	if path == "" {
+		cfg, err = providers.LoadCatalog()
+	} else {
+		cfg, err = providers.LoadFile(path)
+	}
+	if err != nil {
+		if errors.Is(err, providers.ErrConfig) {
+			return nil, &configError{err}
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// newClient connects to the Redis that --redis and --cluster name. Every
+// call is bounded by timeout (the client honours context deadlines).
+func newClient(spec string, cluster bool, timeout time.Duration) (redis.UniversalClient, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, usagef("--redis is required (or set $%s)", envRedis)
+	}
+	if timeout <= 0 {
+		return nil, usagef("--timeout %v must be positive", timeout)
+	}
+	parts := strings.Split(spec, ",")
+	if len(parts) == 1 && !cluster {
+		opt, err := parseNode(parts[0])
+		if err != nil {
+			return nil, err
+		}
+		opt.ContextTimeoutEnabled = true
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.MaxRetries = -1
+		return redis.NewClient(opt), nil
+	}
+	var copt *redis.ClusterOptions
+	if len(parts) == 1 && strings.Contains(parts[0], "://") {
+		var err error
+		if copt, err = redis.ParseClusterURL(parts[0]); err != nil {
+			return nil, usagef("--redis %q: %v", parts[0], err)
+		}
+	} else {
+		copt = &redis.ClusterOptions{}
+		for i, p := range parts {
+			opt, err := parseNode(p)
+			if err != nil {
+				return nil, err
+			}
+			copt.Addrs = append(copt.Addrs, opt.Addr)
+			if i == 0 {
+				copt.Username, copt.Password, copt.TLSConfig = opt.Username, opt.Password, opt.TLSConfig
+			}
+		}
+	}
+	copt.ContextTimeoutEnabled = true
+	copt.DialTimeout, copt.ReadTimeout, copt.WriteTimeout = timeout, timeout, timeout
+	copt.MaxRetries = -1
+	return redis.NewClusterClient(copt), nil
+}
+
+// parseNode parses a redis:// URL or a bare host:port.
+func parseNode(s string) (*redis.Options, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, usagef("--redis: empty address")
+	}
+	if strings.Contains(s, "://") {
+		opt, err := redis.ParseURL(s)
+		if err != nil {
+			return nil, usagef("--redis %q: %v", s, err)
+		}
+		return opt, nil
+	}
+	if !strings.Contains(s, ":") {
+		return nil, usagef("--redis %q: want a redis:// URL or host:port", s)
+	}
+	return &redis.Options{Addr: s}, nil
+}
+
+// env is what a command that talks to Redis works with.
+type env struct {
+	cfg    *providers.Config
+	client redis.UniversalClient
+	store  *redisstore.Store
+}
+
+func (e *env) close() {
+	if e.client != nil {
+		_ = e.client.Close()
+	}
+}
+
+// open loads the configuration, connects to Redis and checks that it
+// answers.
+func (f *storeFlags) open(ctx context.Context) (*env, error) {
+	if strings.ContainsAny(f.prefix, "{}") {
+		return nil, usagef("--prefix %q must not contain { or }", f.prefix)
+	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return nil, err
+	}
+	client, err := newClient(f.redis, f.cluster, f.timeout)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cfg: cfg, client: client}
+	e.store, err = redisstore.New(client, redisstore.Options{Prefix: f.prefix, Timeout: f.timeout})
+	if err != nil {
+		e.close()
+		return nil, usagef("%v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		e.close()
+		return nil, fmt.Errorf("redis %s: %w", redactURL(f.redis), err)
+	}
+	return e, nil
+}
+
+// redactURL hides a password in a Redis URL for messages.
+func redactURL(s string) string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if i := strings.Index(p, "://"); i >= 0 {
+			if at := strings.LastIndex(p, "@"); at > i {
+				p = p[:i+3] + "***@" + p[at+1:]
+			}
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ",")
+}
+
+// provider looks a provider up by name, as a usage error when unknown.
+func provider(cfg *providers.Config, name string) (*providers.Provider, error) {
+	if name == "" {
+		return nil, usagef("empty provider name")
+	}
+	p, ok := cfg.Provider(name)
+	if !ok {
+		var names []string
+		for _, p := range cfg.Providers() {
+			names = append(names, p.Name)
+		}
+		sort.Strings(names)
+		return nil, usagef("unknown provider %q in %s; known: %s", name, cfg.Name(), strings.Join(names, ", "))
+	}
+	return p, nil
+}
+
+// limitRef is one limit of a provider, with the route that adds it.
+type limitRef struct {
+	lim   *providers.Limit
+	route *providers.Route // nil for the provider's own limits
+}
+
+// allLimits lists a provider's limits and then its routes', in file order.
+func allLimits(p *providers.Provider) []limitRef {
+	var out []limitRef
+	for i := range p.Limits {
+		out = append(out, limitRef{lim: &p.Limits[i]})
+	}
+	for i := range p.Routes {
+		r := &p.Routes[i]
+		for j := range r.Limits {
+			out = append(out, limitRef{lim: &r.Limits[j], route: r})
+		}
+	}
+	return out
+}
+
+// findLimit finds a provider's limit by name, as a usage error when
+// unknown.
+func findLimit(p *providers.Provider, name string) (*providers.Limit, error) {
+	var names []string
+	for _, l := range allLimits(p) {
+		if l.lim.Quota.Name == name {
+			return l.lim, nil
+		}
+		names = append(names, l.lim.Quota.Name)
+	}
+	return nil, usagef("provider %q has no limit %q; its limits: %s", p.Name, name, strings.Join(names, ", "))
+}
+
+// scopePart returns the key part of a scope value typed by an operator, as
+// Resolve would make it from a request: a host in lower case without a
+// final dot, a header value without surrounding space, then
+// quota.SafePart. A value shown by status as a hash ("#" and 32 hex
+// digits) is the key part already and is taken as it is.
+func scopePart(s providers.Scope, v string) string {
+	if isHashPart(v) {
+		return v
+	}
+	switch s.Kind {
+	case providers.ScopeHost:
+		v = strings.ToLower(strings.TrimSuffix(v, "."))
+	case providers.ScopeHeader:
+		v = strings.TrimSpace(v)
+	}
+	if v == "" {
+		return ""
+	}
+	return quota.SafePart(v)
+}
+
+// isHashPart reports whether v is a key part that quota.SafePart made by
+// hashing: "#" and 32 lower-case hex digits.
+func isHashPart(v string) bool {
+	if len(v) != 33 || v[0] != '#' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// spec formats a limit in the configuration's short form, with headroom
+// applied (the numbers the store enforces).
+func spec(l *quota.Limit) string {
+	if l.Kind == quota.GCRA {
+		s := fmt.Sprintf("%d/%s", l.Rate, periodString(l.Period))
+		if l.Capacity() != l.Rate {
+			s += fmt.Sprintf(" burst %d", l.Capacity())
+		}
+		return s
+	}
+	c := l.Calendar
+	s := fmt.Sprintf("%d/%s", l.Rate, c.Unit)
+	zone := ""
+	if c.Location != nil && c.Location != time.UTC && c.Location.String() != "UTC" {
+		zone = " " + c.Location.String()
+	}
+	if c.Unit == quota.Hour || c.Reset != 0 || zone != "" {
+		h := c.Reset / time.Hour
+		m := (c.Reset - h*time.Hour) / time.Minute
+		s += fmt.Sprintf(" resets %02d:%02d%s", h, m, zone)
+	}
+	return s
+}
+
+// periodString writes a GCRA period as the short form's unit: ms, s, min,
+// h, or a duration such as 10s or 24h.
+func periodString(d time.Duration) string {
+	switch d {
+	case time.Millisecond:
+		return "ms"
+	case time.Second:
+		return "s"
+	case time.Minute:
+		return "min"
+	case time.Hour:
+		return "h"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

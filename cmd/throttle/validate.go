@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fleetquota/throttle/providers"
+)
+
+var validateCmd = &command{
+	name: "validate",
+	usage: `Usage: throttle validate [FILE]
+
+Validate loads a providers configuration (with no FILE, the embedded
+catalog config/providers.yaml) as the library does. When it has problems,
+each is printed to stderr as
+
+	file:line:column: field.path: what is wrong and what would be valid
+
+and the exit code is 3. When it is valid, the resolved table is printed to
+stdout: per provider its hosts and behaviour, and per limit the route that
+adds it, the limit in the short form with headroom applied (the numbers the
+store enforces), its scope, what happens without a scope value and the
+values it is restricted to. ${VAR} references are read from the
+environment.
+`,
+}
+
+func init() { validateCmd.run = runValidate }
+
+func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(validateCmd)
+	pos, err := parse(validateCmd, fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("validate takes one FILE, got %d arguments", len(pos))
+	}
+	path := ""
+	if len(pos) == 1 {
+		path = pos[0]
+		if path == "" {
+			return usagef("validate: empty FILE")
+		}
+	}
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return err
+	}
+	printConfig(stdout, cfg)
+	return nil
+}
+
+// printConfig writes the resolved table of a valid configuration.
+func printConfig(w io.Writer, cfg *providers.Config) {
+	ps := cfg.Providers()
+	fmt.Fprintf(w, "%s: valid, %d provider%s\n", cfg.Name(), len(ps), plural(len(ps)))
+	for _, p := range ps {
+		fmt.Fprintf(w, "\n%s\n", p.Name)
+		fmt.Fprintf(w, "  hosts: %s\n", strings.Join(p.Hosts, ", "))
+		var b []string
+		if p.OnLimit == providers.Wait {
+			b = append(b, "on_limit wait (max "+p.MaxWait.String()+")")
+		} else {
+			b = append(b, "on_limit "+p.OnLimit.String())
+		}
+		b = append(b, "headroom "+strconv.FormatFloat(p.Headroom*100, 'f', -1, 64)+"%",
+			"mode "+p.Mode.String(), "on_store_error "+p.OnStoreError.String())
+		if p.OnStoreError == providers.Local {
+			b = append(b, "local_share "+strconv.FormatFloat(p.LocalShare*100, 'f', -1, 64)+"%")
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(b, ", "))
+		if s, ok := p.TenantScope(); ok {
+			fmt.Fprintf(w, "  tagged per %s: each value's keys and pause live in its own hash tag\n", s)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROUTE\tLIMIT\tSPEC\tSCOPE\tMISSING\tONLY\tCOST")
+		for _, l := range allLimits(p) {
+			route, cost := "-", "1"
+			if l.route != nil {
+				route = routeString(l.route)
+				cost = strconv.FormatInt(l.route.Cost, 10)
+			}
+			missing, only := "-", "-"
+			if l.lim.Scope.Kind != providers.ScopeProvider {
+				missing = l.lim.Missing.String()
+			}
+			if len(l.lim.Only) > 0 {
+				only = strings.Join(l.lim.Only, ",")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
+		}
+		_ = tw.Flush()
+	}
+}
+
+// routeString is "name: METHODS path".
+func routeString(r *providers.Route) string {
+	m := "*"
+	if len(r.Methods) > 0 {
+		m = strings.Join(r.Methods, ",")
+	}
+	return r.Name + ": " + m + " " + r.Path
+}
