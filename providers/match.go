@@ -6,7 +6,9 @@ import (
 )
 
 // maxHostLen bounds the host names looked up; longer ones match nothing.
-const maxHostLen = 253 + 1 + 5
+// It is above the longest pattern Load accepts: 253 characters, a
+// trailing dot, brackets and a port.
+const maxHostLen = 272
 
 // splitHostPort splits "host", "host:port", "[v6]" or "[v6]:port" without
 // allocating. A bare IPv6 address (more than one colon, no brackets) is

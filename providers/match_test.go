@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +160,23 @@ func TestNormalizeHost(t *testing.T) {
 		if ok := msg == ""; ok != tt.ok || key != tt.key || wild != tt.wild {
 			t.Errorf("normalizeHost(%q) = %q, %v, %q", tt.in, key, wild, msg)
 		}
+	}
+}
+
+// TestLongestHost: a host of the maximum length, with a trailing dot and a
+// port, still resolves.
+func TestLongestHost(t *testing.T) {
+	t.Parallel()
+	host := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+	if len(host) != 253 {
+		t.Fatalf("len %d", len(host))
+	}
+	cfg, err := Load("long.yaml", []byte("providers:\n  p:\n    hosts: [\""+host+".:65535\"]\n    limits: [{name: x, limit: 1/s}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "https://"+strings.ToUpper(host)+".:65535/", nil)
+	if _, ok, _ := cfg.Resolve(req, Input{}); !ok {
+		t.Error("the longest host did not resolve")
 	}
 }

@@ -103,6 +103,7 @@ const (
 
 // A Scope says which requests share a limit's state.
 type Scope struct {
+	// Kind says where the scope value comes from.
 	Kind ScopeKind
 	// Name is the canonical header name (ScopeHeader) or the label name
 	// (ScopeLabel); empty otherwise.
