@@ -19,8 +19,8 @@ var ErrMissingScope = errors.New("providers: missing scope value")
 type Problem struct {
 	// File is the name given to Load (the path for LoadFile).
 	File string
-	// Line and Column are 1-based; zero when the problem has no position
-	// (an unreadable file).
+	// Line and Column are 1-based; zero when unknown (an empty file; a
+	// syntax error has only a line).
 	Line, Column int
 	// Path is the field path, e.g. "providers.github.limits[1].burst".
 	Path string
@@ -28,12 +28,16 @@ type Problem struct {
 	Message string
 }
 
-// String formats the problem as "file:line:column: path: message".
+// String formats the problem as "file:line:column: path: message" (the
+// YAML parser's syntax errors have a line but no column).
 func (p Problem) String() string {
 	var b strings.Builder
 	b.WriteString(p.File)
 	if p.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", p.Line, p.Column)
+		fmt.Fprintf(&b, ":%d", p.Line)
+		if p.Column > 0 {
+			fmt.Fprintf(&b, ":%d", p.Column)
+		}
 	}
 	b.WriteString(": ")
 	if p.Path != "" {

@@ -149,7 +149,6 @@ func (l *loader) load(data []byte) *Config {
 		p := Problem{File: l.file, Message: msg}
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
-			p.Column = 1
 			p.Message = "YAML syntax: " + m[2]
 		}
 		l.problems = append(l.problems, p)
@@ -173,7 +172,7 @@ func (l *loader) load(data []byte) *Config {
 		return nil
 	}
 	if v := f["version"]; v != nil {
-		if n, ok := l.integer(v, "version", 1, 1); ok && n != 1 {
+		if n, ok := l.integer(v, "version", 0, maxCount); ok && n != 1 {
 			l.add(v, "version", "unknown version %d: want 1", n)
 		}
 	}
