@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fleetquota/throttle/providers"
 )
 
@@ -23,11 +25,19 @@ const (
 )
 
 func main() {
+	// go-redis logs dial failures itself; the command reports every
+	// error once, on stderr, in its own words.
+	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+// quietLogger discards go-redis's internal log.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 const usageText = `throttle is the operator's command line of github.com/fleetquota/throttle.
 

@@ -1,0 +1,62 @@
+// Command throttle is the operator's command line of
+// github.com/fleetquota/throttle: it validates a providers configuration,
+// shows the live quota state a fleet keeps in Redis, and pulls the manual
+// levers — pause, resume, reset — that an operator needs when a vendor
+// writes "you are over quota".
+//
+// Install it with
+//
+//	go install github.com/fleetquota/throttle/cmd/throttle@latest
+//
+// # Usage
+//
+//	throttle validate [FILE]
+//	throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch] [--interval 2s] [--top 10]
+//	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
+//	throttle resume PROVIDER[/SCOPE] --redis URL
+//	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
+//
+// Every command takes --help. Messages go to stderr, results to stdout.
+//
+// validate loads FILE (with no FILE, the embedded catalog,
+// config/providers.yaml) exactly as the library does. It prints every
+// problem as "file:line:column: field.path: message" and exits 3, or prints
+// the resolved table: per provider its hosts and behaviour, and per limit
+// its route, the limit in the short form with headroom applied, its scope
+// and what happens without a scope value.
+//
+// status reads the state of every limit without changing it, with the
+// formulas of package quota and Redis's TIME as the clock: per limit and
+// scope value, the capacity used, what remains, how long until it is back
+// to full, and the pause in force. Per-tenant state is found with SCAN, a
+// bounded number of calls per refresh on every master of a cluster, and the
+// values found are read in one pipelined round per refresh; the busiest
+// tenants (lowest share remaining) come first. --watch redraws in place
+// until interrupted; --json writes a document whose schema is in
+// "throttle status --help" (one document per line with --watch).
+//
+// pause holds back a provider's requests (PROVIDER) or one tenant's
+// (PROVIDER/SCOPE, for a provider whose limits are all scoped per tenant)
+// fleet-wide, as a vendor's 429 does; resume lifts it; reset deletes limit
+// state so a limit is back to full capacity. They write exactly the keys the
+// transport reads: the tags and keys come from package providers
+// (Provider.StateKey, Provider.PauseKey) and the Redis keys from package
+// redisstore.
+//
+// # Connecting
+//
+// --redis takes a redis:// or rediss:// URL (see redis.ParseURL), or for a
+// Redis Cluster comma-separated URLs or host:port addresses of its nodes
+// (or one URL with --cluster; see redis.ParseClusterURL). It defaults to
+// $THROTTLE_REDIS. --config names the providers file (default: the
+// embedded catalog) and --prefix the key prefix (default "throttle:"):
+// both must be the fleet's. --timeout bounds each call to Redis (default
+// 2s).
+//
+// # Exit codes
+//
+//	0  success
+//	1  runtime failure: Redis unreachable or failing, a file that cannot be read
+//	2  usage error: unknown command or flag, bad argument, unknown provider or limit
+//	3  invalid configuration: every problem is printed as file:line:column
+package main
