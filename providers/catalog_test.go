@@ -1,11 +1,13 @@
 package providers
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/fleetquota/throttle/config"
+	"github.com/fleetquota/throttle/quota"
 )
 
 // TestCatalog loads the shipped catalog and resolves a sample request for
@@ -84,6 +86,11 @@ func TestCatalog(t *testing.T) {
 			}
 			if err := res.Request.Validate(); err != nil {
 				t.Errorf("Validate: %v", err)
+			}
+			// A fresh store admits the request at once.
+			rv, err := quota.NewMemoryStore(quota.MemoryOptions{}).Reserve(context.Background(), &res.Request)
+			if err != nil || !rv.Allowed || rv.Wait != 0 {
+				t.Errorf("Reserve = %+v, %v; want admitted at once", rv, err)
 			}
 		})
 		covered[s.provider] = true

@@ -197,7 +197,8 @@ type Provider struct {
 	// Name is the provider's key in the configuration; it is the Redis
 	// hash tag of its limits.
 	Name string
-	// Hosts lists the host patterns the provider claims, normalised.
+	// Hosts lists the host patterns the provider claims, as written
+	// (after ${VAR} expansion); matching ignores case and a trailing dot.
 	Hosts []string
 	// Source and Read document where the limits were published and when
 	// they were read; they have no effect.
