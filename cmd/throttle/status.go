@@ -126,6 +126,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if parts[1] == "" {
 				return usagef("%q: empty scope value", pos[0])
 			}
+			scoped := false
+			for _, l := range allLimits(p) {
+				scoped = scoped || l.lim.Scope.Kind != providers.ScopeProvider
+			}
+			if !scoped {
+				return usagef("provider %q has no scoped limit: it has no scope values; use %q", p.Name, p.Name)
+			}
 			w.fixed = parts[1]
 		}
 	} else {

@@ -201,7 +201,8 @@ func TestInspectAllAndScript(t *testing.T) {
 	client := srv.Client(t)
 	st := inspectStore(t, client, nil)
 	ctx := context.Background()
-	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	// Slow enough that nothing drains while the test runs.
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Hour}
 	var reqs []*quota.Request
 	for i := 0; i < 5; i++ {
 		req := &quota.Request{Tag: fmt.Sprintf("t%d", i), Items: []quota.Item{{Limit: peak, Key: "peak"}}}
@@ -340,7 +341,7 @@ func scanAll(t *testing.T, ks *KeyScan) []string {
 
 func testKeyScan(t *testing.T, client redis.UniversalClient) {
 	st := inspectStore(t, client, nil)
-	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Hour}
 	var want []string
 	for i := 0; i < 40; i++ {
 		req := quota.Request{Tag: fmt.Sprintf("p:t%d", i), Items: []quota.Item{
