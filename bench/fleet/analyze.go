@@ -1,0 +1,231 @@
+package fleet
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// LimitFigures is what one vendor limit saw of one run.
+type LimitFigures struct {
+	Name string
+	Spec string
+	// Overshoot is the most requests the fleet sent beyond what the limit
+	// allows, over every interval (GCRA, leaky bucket) or calendar day,
+	// and every scope: 0 means every arrival conformed.
+	Overshoot int64
+	// Scope is where the overshoot was largest.
+	Scope string
+	// MaxWindow is the most requests sent in any window of the limit's
+	// own length (1 s for per-second limits and buckets, the UTC day for
+	// a daily quota), in one scope; Allowed is what the limit allows in
+	// one (burst + rate for a GCRA, size + leak for a bucket, the quota).
+	MaxWindow, Allowed int64
+}
+
+// Figures is the summary of one run.
+type Figures struct {
+	Algo string
+	// Intents is the offered load; Decisions those that reached the
+	// limiter (the rest were dropped: every goroutine was busy).
+	Intents, Decisions int64
+	// Sent reached the vendor; Served were admitted by it; Vendor429 were
+	// throttled by it.
+	Sent, Served, Vendor429 int64
+	// Ideal is what a perfect client would have had served from the same
+	// offered load: the vendor's own enforcement run over the intents
+	// (sending each at once, or, in wait mode, at the earliest time within
+	// max wait), with the same unseen traffic.
+	Ideal       int64
+	Utilization float64
+	Overshoot   int64
+	Limits      []LimitFigures
+	// Decision latency: one call to the limiter (throttle: the store's
+	// Reserve).
+	P50, P99, P999 time.Duration
+	// Wait accuracy: sent - reserved slot, for requests that waited.
+	Waited                 int
+	AccP50, AccP99, AccMax time.Duration
+	// Lag: vendor arrival - (decision start + wait), for every request
+	// sent: how late after its slot the vendor saw it.
+	LagP50, LagP99, LagP999, LagMax time.Duration
+	// Per decision.
+	CmdsSent, CmdsRan   float64
+	ClientCPU, RedisCPU time.Duration
+	Outcomes            map[string]int64
+}
+
+// Analyze computes the figures of one run.
+func Analyze(r *RunResult) Figures {
+	f := Figures{Algo: r.Algo, Intents: int64(len(r.Intents)), Outcomes: r.Outcomes}
+	f.Decisions = f.Intents - r.Outcomes[OutDropped]
+	for _, a := range r.Arrivals {
+		f.Sent++
+		if a.OK {
+			f.Served++
+		} else {
+			f.Vendor429++
+		}
+	}
+	f.Ideal = ideal(r)
+	if f.Ideal > 0 {
+		f.Utilization = float64(f.Served) / float64(f.Ideal)
+	}
+	for _, l := range r.Scenario.Vendor {
+		lf := overshoot(l, r.Arrivals)
+		f.Limits = append(f.Limits, lf)
+		f.Overshoot = max(f.Overshoot, lf.Overshoot)
+	}
+	var lags []int64
+	for _, a := range r.Arrivals {
+		lags = append(lags, a.Lag)
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	f.LagP50, f.LagP99, f.LagP999 = pct(lags, 0.5), pct(lags, 0.99), pct(lags, 0.999)
+	if len(lags) > 0 {
+		f.LagMax = time.Duration(lags[len(lags)-1])
+	}
+	lat := append([]int64(nil), r.Latencies...)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	f.P50, f.P99, f.P999 = pct(lat, 0.50), pct(lat, 0.99), pct(lat, 0.999)
+	acc := append([]int64(nil), r.Accuracy...)
+	sort.Slice(acc, func(i, j int) bool { return acc[i] < acc[j] })
+	f.Waited = len(acc)
+	f.AccP50, f.AccP99 = pct(acc, 0.50), pct(acc, 0.99)
+	if len(acc) > 0 {
+		f.AccMax = time.Duration(acc[len(acc)-1])
+	}
+	if f.Decisions > 0 {
+		d := float64(f.Decisions)
+		f.CmdsSent = float64(r.CmdsSent) / d
+		f.CmdsRan = float64(r.CmdsRan) / d
+		f.ClientCPU = time.Duration(float64(r.ClientCPU) / d)
+		f.RedisCPU = time.Duration(float64(r.RedisCPU) / d)
+	}
+	return f
+}
+
+// pct is the q-quantile of sorted (nearest rank).
+func pct(sorted []int64, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return time.Duration(sorted[min(max(i, 0), len(sorted)-1)])
+}
+
+// overshoot checks the fleet's arrivals (served or not) against one limit,
+// per scope.
+func overshoot(l Limit, arrivals []Arrival) LimitFigures {
+	lf := LimitFigures{Name: l.Name, Spec: l.String()}
+	byScope := map[string][]int64{}
+	for _, a := range arrivals {
+		s := ""
+		if l.PerBusiness {
+			s = a.Business
+		}
+		byScope[s] = append(byScope[s], a.At)
+	}
+	switch l.Kind {
+	case KindDay:
+		lf.Allowed = l.Rate
+	case KindGCRA:
+		lf.Allowed = l.Burst + l.Rate*int64(time.Second)/int64(l.Period)
+	case KindLeaky:
+		lf.Allowed = l.Burst + l.Rate
+	}
+	for s, ts := range byScope {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		var over, most int64
+		switch l.Kind {
+		case KindDay:
+			counts := map[int64]int64{}
+			for _, t := range ts {
+				counts[floorDiv(t, int64(24*time.Hour))]++
+			}
+			for _, c := range counts {
+				most = max(most, c)
+			}
+			over = max(0, most-l.Rate)
+		default:
+			over = gcraOvershoot(ts, l.interval(), l.Burst)
+			most = maxIn(ts, int64(time.Second))
+		}
+		if over > lf.Overshoot || (lf.Scope == "" && over == lf.Overshoot) {
+			lf.Overshoot, lf.Scope = over, s
+		}
+		lf.MaxWindow = max(lf.MaxWindow, most)
+	}
+	return lf
+}
+
+// gcraOvershoot is the most arrivals beyond what a GCRA of interval t and
+// burst b allows in any interval [a_i, a_j]: max over i <= j of
+// (j-i+1) - b - floor((a_j-a_i)/t), at least 0. With g(k) = k*t - a_k,
+// (j-i)*t - (a_j-a_i) = g(j) - g(i), and the maximum M of that over
+// i <= j gives the answer ceil(M/t) + 1 - b. A sequence with overshoot 0
+// is exactly one that a GCRA starting idle admits in full.
+func gcraOvershoot(sorted []int64, t, b int64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	var m int64
+	minG := int64(math.MaxInt64)
+	for k, a := range sorted {
+		g := int64(k)*t - a
+		minG = min(minG, g)
+		m = max(m, g-minG)
+	}
+	return max(0, (m+t-1)/t+1-b)
+}
+
+// maxIn is the most times in any half-open window [x, x+w).
+func maxIn(sorted []int64, w int64) int64 {
+	var best int64
+	lo := 0
+	for hi := range sorted {
+		for sorted[hi]-sorted[lo] >= w {
+			lo++
+		}
+		best = max(best, int64(hi-lo+1))
+	}
+	return best
+}
+
+// ideal runs the vendor's own enforcement over the offered load: what a
+// perfect client would have had served. In wait mode a request may go at
+// the earliest time within max wait (and before the run's end), in
+// arrival order, as slots are reserved.
+func ideal(r *RunResult) int64 {
+	type ev struct {
+		at      int64
+		biz     string
+		phantom bool
+	}
+	evs := make([]ev, 0, len(r.Intents)+len(r.Phantoms))
+	for _, in := range r.Intents {
+		evs = append(evs, ev{at: in.At, biz: in.Business})
+	}
+	for _, p := range r.Phantoms {
+		evs = append(evs, ev{at: p.At, biz: p.Business, phantom: true})
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	st := newStackState(r.Scenario.Vendor)
+	var n int64
+	for _, e := range evs {
+		if e.phantom || !r.Scenario.Wait {
+			if ok, _ := st.decide(e.at, e.biz); ok && !e.phantom {
+				n++
+			}
+			continue
+		}
+		t := st.earliest(e.at, e.biz)
+		if t-e.at > int64(r.Scenario.MaxWait) || t >= r.End {
+			continue
+		}
+		if ok, _ := st.decide(t, e.biz); ok {
+			n++
+		}
+	}
+	return n
+}

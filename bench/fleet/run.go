@@ -1,0 +1,315 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configures a harness run.
+type Options struct {
+	// Duration is the length of one scenario run (some scenarios run a
+	// little longer); zero means 5s.
+	Duration time.Duration
+	// Processes and Goroutines: N worker processes of M goroutines each.
+	// Zero means 4 and 64.
+	Processes, Goroutines int
+	// Scenarios and Algorithms restrict the run to these names; empty
+	// means all.
+	Scenarios, Algorithms []string
+	// Exe is the binary that runs a worker when WorkerEnv is set; empty
+	// means this process's own executable.
+	Exe string
+	// Log, when set, is told what runs.
+	Log io.Writer
+}
+
+// A RunResult is one scenario run with one algorithm, as measured.
+type RunResult struct {
+	Scenario  Scenario         `json:"scenario"`
+	Limits    []Limit          `json:"limits"` // configured
+	Algo      string           `json:"algo"`
+	Start     int64            `json:"start"` // ns since the epoch
+	End       int64            `json:"end"`
+	Arrivals  []Arrival        `json:"-"`
+	Intents   []Intent         `json:"-"`
+	Phantoms  []Phantom        `json:"-"`
+	Latencies []int64          `json:"-"`
+	Accuracy  []int64          `json:"-"`
+	Outcomes  map[string]int64 `json:"outcomes"`
+	Errors    []string         `json:"errors,omitempty"`
+	ClientCPU time.Duration    `json:"client_cpu"`
+	RedisCPU  time.Duration    `json:"redis_cpu"`
+	CmdsSent  int64            `json:"cmds_sent"`
+	CmdsRan   int64            `json:"cmds_ran"`
+	Events    []string         `json:"events,omitempty"`
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+func selected(list []string, name string) bool {
+	if len(list) == 0 {
+		return true
+	}
+	for _, s := range list {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs every selected scenario with every selected algorithm against
+// one redis-server it starts (and stops) itself. It stops early, killing
+// its workers and Redis, when ctx ends.
+func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
+	if opts.Processes <= 0 {
+		opts.Processes = 4
+	}
+	if opts.Goroutines <= 0 {
+		opts.Goroutines = 64
+	}
+	if opts.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		opts.Exe = exe
+	}
+	dir, err := os.MkdirTemp("", "fleetbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startRedis(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	var out []*RunResult
+	for _, sc := range Scenarios(opts.Duration) {
+		if !selected(opts.Scenarios, sc.Name) {
+			continue
+		}
+		for _, algo := range Algorithms {
+			if !selected(opts.Algorithms, algo) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			opts.logf("== %s / %s (%v)", sc.Name, algo, sc.Duration)
+			r, err := runOne(ctx, &opts, srv, dir, sc, algo)
+			if err != nil {
+				return out, fmt.Errorf("%s / %s: %w", sc.Name, algo, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// startDelay is how long before the run's start the workers are started:
+// time for them to exec, read their spec and connect.
+const startDelay = 2500 * time.Millisecond
+
+func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc Scenario, algo string) (*RunResult, error) {
+	admin := redis.NewClient(&redis.Options{Addr: srv.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	defer admin.Close()
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("FLUSHALL: %w", err)
+	}
+	start := time.Now().Add(startDelay)
+	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
+		Outcomes: map[string]int64{}}
+	res.Phantoms = sc.phantoms(res.Start)
+	v, err := startVendor(sc.Vendor, res.Phantoms)
+	if err != nil {
+		return nil, err
+	}
+	vendorClosed := false
+	defer func() {
+		if !vendorClosed {
+			v.close()
+		}
+	}()
+	before, err := readStats(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("INFO: %w", err)
+	}
+
+	type proc struct {
+		cmd    *exec.Cmd
+		result string
+		out    *bytes.Buffer
+	}
+	procs := make([]*proc, opts.Processes)
+	killAll := func() {
+		for _, p := range procs {
+			if p != nil && p.cmd.Process != nil && p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Kill()
+			}
+		}
+	}
+	for i := range procs {
+		spec := workerSpec{
+			Index: i, Processes: opts.Processes, Goroutines: opts.Goroutines, Algo: algo,
+			Scenario: sc, Limits: res.Limits, RedisAddr: srv.addr, VendorURL: v.url,
+			Prefix: "bench:" + sc.Name + ":", Start: start,
+			ResultPath: filepath.Join(dir, "worker-"+strconv.Itoa(i)+".json"),
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			killAll()
+			return nil, err
+		}
+		_ = os.Remove(spec.ResultPath)
+		cmd := exec.Command(opts.Exe)
+		cmd.Env = append(os.Environ(), WorkerEnv+"="+string(b))
+		out := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = childAttr()
+		if err := cmd.Start(); err != nil {
+			killAll()
+			return nil, fmt.Errorf("starting worker: %w", err)
+		}
+		procs[i] = &proc{cmd: cmd, result: spec.ResultPath, out: out}
+	}
+
+	// What happens to Redis in the middle of the run.
+	var mid *redisStats
+	var evWG sync.WaitGroup
+	evCtx, evCancel := context.WithCancel(ctx)
+	defer evCancel()
+	evWG.Add(1)
+	go func() {
+		defer evWG.Done()
+		at := func(frac float64) bool {
+			return sleepCtx(evCtx, time.Until(start.Add(time.Duration(float64(sc.Duration)*frac))))
+		}
+		switch sc.Event {
+		case "restart":
+			if !at(0.5) {
+				return
+			}
+			if st, err := readStats(evCtx, admin); err == nil {
+				mid = &st
+			}
+			t0 := time.Now()
+			if err := srv.restart(300 * time.Millisecond); err != nil {
+				res.Events = append(res.Events, "restart failed: "+err.Error())
+				return
+			}
+			res.Events = append(res.Events, fmt.Sprintf("redis-server killed at %.2fs and back (empty) after %v",
+				t0.Sub(start).Seconds(), time.Since(t0).Round(time.Millisecond)))
+		case "pause":
+			for _, f := range []float64{0.3, 0.6} {
+				if !at(f) {
+					return
+				}
+				t0 := time.Now()
+				if err := admin.Do(evCtx, "CLIENT", "PAUSE", 300, "ALL").Err(); err != nil {
+					res.Events = append(res.Events, "CLIENT PAUSE failed: "+err.Error())
+					continue
+				}
+				res.Events = append(res.Events, fmt.Sprintf("CLIENT PAUSE 300 ALL at %.2fs", t0.Sub(start).Seconds()))
+			}
+		}
+	}()
+
+	// Wait for the workers, bounded; an interrupt kills them.
+	done := make(chan struct{})
+	go func() {
+		for _, p := range procs {
+			_ = p.cmd.Wait()
+		}
+		close(done)
+	}()
+	limit := time.NewTimer(time.Until(start) + sc.Duration + 30*time.Second)
+	defer limit.Stop()
+	var runErr error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	case <-limit.C:
+		runErr = errors.New("workers did not finish in time")
+	}
+	if runErr != nil {
+		killAll()
+		<-done
+		evCancel()
+		evWG.Wait()
+		return nil, runErr
+	}
+	evWG.Wait()
+
+	// After a restart the admin's pooled connection is dead: retry.
+	var after redisStats
+	for try := 0; try < 3; try++ {
+		if after, err = readStats(ctx, admin); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("INFO after the run: %w", err)
+	}
+	if mid != nil { // the restart reset the counters
+		s1, r1 := commandsSince(before, *mid)
+		s2, r2 := commandsSince(redisStats{calls: map[string]int64{}}, after)
+		res.CmdsSent, res.CmdsRan = s1+s2, r1+r2
+		res.RedisCPU = secs(mid.cpuSec - before.cpuSec + after.cpuSec)
+	} else {
+		res.CmdsSent, res.CmdsRan = commandsSince(before, after)
+		res.RedisCPU = secs(after.cpuSec - before.cpuSec)
+	}
+	res.Arrivals = v.close()
+	vendorClosed = true
+
+	for _, p := range procs {
+		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.ClientCPU += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+		b, err := os.ReadFile(p.result)
+		if err != nil || !p.cmd.ProcessState.Success() {
+			return nil, fmt.Errorf("worker %s: %v\n%s", p.cmd.ProcessState, err, tail(p.out.String(), 2000))
+		}
+		var wr workerResult
+		if err := json.Unmarshal(b, &wr); err != nil {
+			return nil, fmt.Errorf("worker result: %w", err)
+		}
+		res.Intents = append(res.Intents, wr.Intents...)
+		res.Latencies = append(res.Latencies, wr.Latencies...)
+		res.Accuracy = append(res.Accuracy, wr.Accuracy...)
+		for k, n := range wr.Outcomes {
+			res.Outcomes[k] += n
+		}
+		res.Errors = append(res.Errors, wr.Errors...)
+	}
+	return res, nil
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+package fleet
+
+import (
+	"time"
+)
+
+// Algorithms: throttle and what a team would otherwise build.
+const (
+	AlgoThrottle    = "throttle"
+	AlgoFixedWindow = "fixed-window"
+	AlgoRedisRate   = "redis_rate"
+	AlgoLockGCRA    = "lock-gcra"
+	AlgoLocalRate   = "x/time/rate"
+)
+
+// Algorithms lists every algorithm, in report order.
+var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate}
+
+// AlgoDoc says what each algorithm is.
+var AlgoDoc = map[string]string{
+	AlgoThrottle:    "this library: throttle.Transport over redisstore (one Lua script per decision, the whole stack at once)",
+	AlgoFixedWindow: "a fixed-window counter per limit: INCR, and EXPIRE on the first hit; limits checked one after the other",
+	AlgoRedisRate:   "github.com/go-redis/redis_rate/v10 (GCRA in Lua), one call per limit, not atomic across the stack; a daily quota as a GCRA over 24h",
+	AlgoLockGCRA:    "GCRA computed in the client under a Redis lock: SET NX PX lock, GET each key, SET each key, DEL lock",
+	AlgoLocalRate:   "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
+}
+
+// Load is the offered load of a scenario: requests per second for the
+// whole fleet, OnRate during the first OnFor of every Cycle and OffRate
+// for the rest (Cycle zero: OnRate throughout).
+type Load struct {
+	OnRate  float64       `json:"on_rate"`
+	OffRate float64       `json:"off_rate,omitempty"`
+	Cycle   time.Duration `json:"cycle,omitempty"`
+	OnFor   time.Duration `json:"on_for,omitempty"`
+}
+
+// rateAt is the fleet's offered rate at d into the run.
+func (l Load) rateAt(d time.Duration) float64 {
+	if l.Cycle <= 0 || d%l.Cycle < l.OnFor {
+		return l.OnRate
+	}
+	return l.OffRate
+}
+
+// A Scenario is one run's conditions.
+type Scenario struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	Doc   string `json:"doc"`
+	// Vendor is what the vendor enforces.
+	Vendor []Limit `json:"vendor"`
+	// Allowance is the arrival jitter every client's configured limit
+	// leaves room for: each GCRA/leaky burst is lowered by
+	// ceil(Allowance / interval), never below 1.
+	Allowance time.Duration `json:"allowance"`
+	Load      Load          `json:"load"`
+	// Businesses is how many businesses requests are spread over; Hot of
+	// them get half of all requests.
+	Businesses int `json:"businesses"`
+	Hot        int `json:"hot"`
+	// Wait: wait for a slot up to MaxWait; otherwise fail fast.
+	Wait    bool          `json:"wait"`
+	MaxWait time.Duration `json:"max_wait"`
+	// Duration of the run.
+	Duration time.Duration `json:"duration"`
+	// Event is what happens to Redis in the middle: "restart", "pause".
+	Event string `json:"event,omitempty"`
+	// Phantom: another tool with the same credentials sends PhantomRate
+	// requests per second per business from PhantomFrom to PhantomTo
+	// (offsets into the run), starting with a burst of PhantomBurst each.
+	PhantomFrom, PhantomTo time.Duration `json:"-"`
+	PhantomRate            float64       `json:"-"`
+	PhantomBurst           int           `json:"-"`
+}
+
+// Configured returns the limits the clients are configured with: the
+// vendor's, with each burst lowered by the jitter allowance.
+func (s *Scenario) Configured() []Limit {
+	out := make([]Limit, len(s.Vendor))
+	for i, l := range s.Vendor {
+		if l.Kind != KindDay && s.Allowance > 0 {
+			t := l.interval()
+			cut := (int64(s.Allowance) + t - 1) / t
+			l.Burst = max(1, l.Burst-cut)
+		}
+		out[i] = l
+	}
+	return out
+}
+
+var alpha = []Limit{{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20}}
+
+// Scenarios returns the scenarios of a full run, each scaled by d (the
+// length of a run; 0 means 5s).
+func Scenarios(d time.Duration) []Scenario {
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	return []Scenario{
+		{
+			Name: "steady", Title: "Steady overload (10× the limit)",
+			Doc:    "Offered 2,000 req/s against a vendor GCRA of 200/s (burst 20), fail fast.",
+			Vendor: alpha, Allowance: 20 * time.Millisecond,
+			Load: Load{OnRate: 2000}, Businesses: 1, Duration: d,
+		},
+		{
+			Name: "bursts", Title: "Bursts",
+			Doc:    "Every second: 200 ms at 3,000 req/s, then 800 ms at 60 req/s (mean 648/s), against 200/s burst 20, fail fast.",
+			Vendor: alpha, Allowance: 20 * time.Millisecond,
+			Load: Load{OnRate: 3000, OffRate: 60, Cycle: time.Second, OnFor: 200 * time.Millisecond}, Businesses: 1, Duration: d,
+		},
+		{
+			Name: "stack", Title: "Three-limit stack, 50 businesses",
+			Doc: "Peak 400/s burst 40 + per-business 10/s burst 10 + a daily quota of 2,000 per UTC calendar day (a real Day window with a small quota, " +
+				"so it is exhausted within the run), offered 2,000 req/s over 50 businesses of which 5 hot ones get half, fail fast.",
+			Vendor: []Limit{
+				{Name: "peak", Kind: KindGCRA, Rate: 400, Period: time.Second, Burst: 40},
+				{Name: "business", Kind: KindGCRA, Rate: 10, Period: time.Second, Burst: 10, PerBusiness: true},
+				{Name: "daily", Kind: KindDay, Rate: 2000},
+			},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 2000}, Businesses: 50, Hot: 5, Duration: d + d/5,
+		},
+		{
+			Name: "wait", Title: "Wait mode (2× the limit, max wait 1 s)",
+			Doc:    "Offered 400 req/s against 200/s burst 20; every client waits for a slot up to 1 s (compare with the fail-fast scenarios).",
+			Vendor: alpha, Allowance: 20 * time.Millisecond,
+			Load: Load{OnRate: 400}, Businesses: 1, Wait: true, MaxWait: time.Second, Duration: d,
+		},
+		{
+			Name: "redis-restart", Title: "Redis restart in the middle",
+			Doc: "Steady overload as above; at half time redis-server is killed and restarted empty 300 ms later (no persistence), " +
+				"so every Redis-backed limiter forgets its state.",
+			Vendor: alpha, Allowance: 20 * time.Millisecond,
+			Load: Load{OnRate: 2000}, Businesses: 1, Duration: d, Event: "restart",
+		},
+		{
+			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",
+			Doc: "Wait mode at 2× as above; at 30% and 60% of the run Redis is paused for 300 ms (CLIENT PAUSE 300 ALL), " +
+				"longer than throttle's default store timeout (200 ms).",
+			Vendor: alpha, Allowance: 20 * time.Millisecond,
+			Load: Load{OnRate: 400}, Businesses: 1, Wait: true, MaxWait: time.Second, Duration: d, Event: "pause",
+		},
+		{
+			Name: "vendor-429", Title: "Vendor answers 429 with Retry-After",
+			Doc: "A Shopify-style leaky bucket per shop (40, leaking 20/s), 10 shops, offered 400 req/s, fail fast. From 30% to 70% of the run " +
+				"another tool with the same credentials fills every shop's bucket (a burst of 40, then 10 req/s per shop), which the " +
+				"fleet cannot see: the vendor answers 429 with Retry-After. Throttle pauses the shop fleet-wide; the others back off per goroutine.",
+			Vendor:    []Limit{{Name: "bucket", Kind: KindLeaky, Rate: 20, Burst: 40, PerBusiness: true}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 400}, Businesses: 10, Duration: d,
+			PhantomFrom: d * 3 / 10, PhantomTo: d * 7 / 10, PhantomRate: 10, PhantomBurst: 40,
+		},
+	}
+}
+
+// phantoms returns the scenario's unseen traffic for a run starting at
+// start (ns since the epoch).
+func (s *Scenario) phantoms(start int64) []Phantom {
+	if s.PhantomRate <= 0 && s.PhantomBurst <= 0 {
+		return nil
+	}
+	var out []Phantom
+	for b := 0; b < s.Businesses; b++ {
+		biz := businessName(b)
+		from := start + int64(s.PhantomFrom)
+		for i := 0; i < s.PhantomBurst; i++ {
+			out = append(out, Phantom{At: from, Business: biz})
+		}
+		if s.PhantomRate > 0 {
+			step := int64(float64(time.Second) / s.PhantomRate)
+			for t := from + step; t < start+int64(s.PhantomTo); t += step {
+				out = append(out, Phantom{At: t, Business: biz})
+			}
+		}
+	}
+	return out
+}
+
+func businessName(i int) string {
+	const digits = "0123456789"
+	return "biz" + string(digits[i/10%10]) + string(digits[i%10])
+}

@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The plots are hand-built SVG: no plotting dependency.
+
+var algoColor = map[string]string{
+	AlgoThrottle:    "#1b7837",
+	AlgoFixedWindow: "#d6604d",
+	AlgoRedisRate:   "#4393c3",
+	AlgoLockGCRA:    "#8073ac",
+	AlgoLocalRate:   "#e08214",
+}
+
+func color(algo string) string {
+	if c, ok := algoColor[algo]; ok {
+		return c
+	}
+	return "#333"
+}
+
+// bin is the width of one point of the rate plots.
+const bin = 100 * time.Millisecond
+
+// limitLine is the fleet-wide rate of the scenario's first limit, per bin:
+// what the plots draw the admitted rate against.
+func limitLine(sc *Scenario) (float64, string) {
+	l := sc.Vendor[0]
+	var perSec float64
+	switch l.Kind {
+	case KindGCRA:
+		perSec = float64(l.Rate) / l.Period.Seconds()
+	case KindLeaky:
+		perSec = float64(l.Rate)
+	default:
+		return 0, ""
+	}
+	label := fmt.Sprintf("%s: %.0f/s", l.Name, perSec)
+	if l.PerBusiness {
+		perSec *= float64(sc.Businesses)
+		label = fmt.Sprintf("%s × %d businesses: %.0f/s", l.Name, sc.Businesses, perSec)
+	}
+	return perSec * bin.Seconds(), label
+}
+
+// RateSVG plots, for every algorithm of one scenario, the requests the
+// vendor served and throttled per 100 ms against the limit line.
+func RateSVG(runs []*RunResult) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	sc := &runs[0].Scenario
+	const w, panelH, left, right, top, gap = 760, 130, 60, 20, 40, 34
+	h := top + len(runs)*(panelH+gap) + 10
+	nb := int(sc.Duration / bin)
+	line, lineLabel := limitLine(sc)
+	// One y scale for every panel: the largest bin, or twice the line.
+	ymax := line * 2
+	series := make([][2][]float64, len(runs))
+	for i, r := range runs {
+		ok, bad := make([]float64, nb), make([]float64, nb)
+		for _, a := range r.Arrivals {
+			k := int((a.At - r.Start) / int64(bin))
+			if k < 0 || k >= nb {
+				continue
+			}
+			if a.OK {
+				ok[k]++
+			} else {
+				bad[k]++
+			}
+		}
+		for k := range ok {
+			ymax = max(ymax, ok[k], bad[k])
+		}
+		series[i] = [2][]float64{ok, bad}
+	}
+	ymax = niceCeil(ymax)
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s — requests per 100 ms at the vendor</text>`+"\n", left, esc(sc.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="32" fill="#555">served (solid), throttled 429 (red, dotted), limit line (dashed: %s)</text>`+"\n", left, esc(lineLabel))
+	pw := float64(w - left - right)
+	for i, r := range runs {
+		y0 := float64(top + i*(panelH+gap) + 14)
+		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold" fill="%s">%s</text>`+"\n", left, y0-4, color(r.Algo), esc(r.Algo))
+		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="none" stroke="#bbb"/>`+"\n", left, y0, pw, panelH)
+		ys := func(v float64) float64 { return y0 + panelH - v/ymax*panelH }
+		xs := func(k float64) float64 { return float64(left) + (k+0.5)/float64(nb)*pw }
+		for _, tick := range []float64{0, ymax / 2, ymax} {
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%.0f</text>`+"\n", left-4, ys(tick)+4, tick)
+		}
+		if line > 0 {
+			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="5,4"/>`+"\n", left, float64(left)+pw, ys(line), ys(line))
+		}
+		for j, s := range series[i] {
+			var pts []string
+			for k, v := range s {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xs(float64(k)), ys(v)))
+			}
+			style := fmt.Sprintf(`stroke="%s" stroke-width="1.6"`, color(r.Algo))
+			if j == 1 {
+				style = `stroke="#b2182b" stroke-width="1.2" stroke-dasharray="2,2"`
+			}
+			fmt.Fprintf(&b, `<polyline fill="none" %s points="%s"/>`+"\n", style, strings.Join(pts, " "))
+		}
+		if i == len(runs)-1 {
+			for s := 0; s <= int(sc.Duration/time.Second); s++ {
+				x := float64(left) + float64(s)*float64(time.Second)/float64(sc.Duration)*pw
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%ds</text>`+"\n", x, y0+panelH+14, s)
+			}
+		}
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// LatencySVG plots the cumulative distribution of decision latency of
+// every algorithm of one scenario, on a log time axis.
+func LatencySVG(runs []*RunResult) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	sc := &runs[0].Scenario
+	const w, h, left, right, top, bottom = 760, 360, 60, 160, 40, 40
+	lo, hi := math.Log10(1e3), math.Log10(1e9) // 1µs .. 1s, in ns
+	pw, ph := float64(w-left-right), float64(h-top-bottom)
+	xs := func(ns float64) float64 {
+		v := math.Log10(max(ns, 1e3))
+		return float64(left) + (min(v, hi)-lo)/(hi-lo)*pw
+	}
+	ys := func(q float64) float64 { return float64(top) + (1-q)*ph }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s — decision latency (CDF)</text>`+"\n", left, esc(sc.Title))
+	fmt.Fprintf(&b, `<text x="%d" y="32" fill="#555">one limiter call per point; x is log scale</text>`+"\n", left)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#bbb"/>`+"\n", left, top, pw, ph)
+	for _, t := range []struct {
+		ns    float64
+		label string
+	}{{1e3, "1µs"}, {1e4, "10µs"}, {1e5, "100µs"}, {1e6, "1ms"}, {1e7, "10ms"}, {1e8, "100ms"}, {1e9, "1s"}} {
+		x := xs(t.ns)
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.0f" stroke="#eee"/>`+"\n", x, x, top, float64(top)+ph)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", x, float64(top)+ph+14, t.label)
+	}
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", left-4, ys(q)+4, q)
+	}
+	for i, r := range runs {
+		lat := append([]int64(nil), r.Latencies...)
+		sort.Slice(lat, func(a, c int) bool { return lat[a] < lat[c] })
+		var pts []string
+		n := len(lat)
+		step := max(1, n/600)
+		for k := 0; k < n; k += step {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xs(float64(lat[k])), ys(float64(k+1)/float64(n))))
+		}
+		if n > 0 {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xs(float64(lat[n-1])), ys(1)))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.8" points="%s"/>`+"\n", color(r.Algo), strings.Join(pts, " "))
+		ly := top + 14 + i*16
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", w-right+10, w-right+30, ly-4, ly-4, color(r.Algo))
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", w-right+36, ly, esc(r.Algo))
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}

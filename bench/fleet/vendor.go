@@ -1,0 +1,320 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Kinds of vendor limit.
+const (
+	// KindGCRA is a GCRA: Rate per Period, Burst at once from idle.
+	KindGCRA = "gcra"
+	// KindDay is a calendar daily quota: Rate per UTC day, counted per day.
+	KindDay = "day"
+	// KindLeaky is a Shopify-style leaky bucket of Burst requests that
+	// leaks Rate per second, continuously.
+	KindLeaky = "leaky"
+)
+
+// ScopeHeader carries the business (tenant, shop) a request is for.
+const ScopeHeader = "X-Business"
+
+// A Limit is one limit as a vendor publishes and enforces it.
+type Limit struct {
+	Name   string        `json:"name"`
+	Kind   string        `json:"kind"`
+	Rate   int64         `json:"rate"`
+	Period time.Duration `json:"period,omitempty"`
+	Burst  int64         `json:"burst,omitempty"`
+	// PerBusiness: one state per value of ScopeHeader.
+	PerBusiness bool `json:"per_business,omitempty"`
+}
+
+// interval is the GCRA emission interval in ns (a leaky bucket is a GCRA
+// of one request per 1/leak, with the bucket size as its burst).
+func (l Limit) interval() int64 {
+	switch l.Kind {
+	case KindGCRA:
+		return int64(l.Period) / l.Rate
+	case KindLeaky:
+		return int64(time.Second) / l.Rate
+	}
+	return 0
+}
+
+func (l Limit) String() string {
+	switch l.Kind {
+	case KindGCRA:
+		s := strconv.FormatInt(l.Rate, 10) + "/" + durName(l.Period) + " burst " + strconv.FormatInt(l.Burst, 10)
+		if l.PerBusiness {
+			s += " per business"
+		}
+		return s
+	case KindDay:
+		return strconv.FormatInt(l.Rate, 10) + "/day (UTC calendar day)"
+	case KindLeaky:
+		s := "leaky bucket " + strconv.FormatInt(l.Burst, 10) + " leaking " + strconv.FormatInt(l.Rate, 10) + "/s"
+		if l.PerBusiness {
+			s += " per business"
+		}
+		return s
+	}
+	return l.Kind
+}
+
+func durName(d time.Duration) string {
+	if d == time.Second {
+		return "s"
+	}
+	return d.String()
+}
+
+// limitState is the vendor's state of one limit for one scope. The vendor
+// keeps its own arithmetic (independent of package quota) so that the
+// harness judges throttle by a second implementation.
+type limitState struct {
+	tat   int64           // gcra: theoretical arrival time, ns
+	days  map[int64]int64 // day: admitted per UTC day index
+	level float64
+	last  int64 // leaky: when level was computed, ns
+}
+
+// admitAt reports whether the limit admits one request at now (ns since
+// the epoch) and, if not, how long until it would.
+func (l *Limit) admitAt(s *limitState, now int64) (bool, int64) {
+	switch l.Kind {
+	case KindGCRA:
+		t := l.interval()
+		tat := max(s.tat, now)
+		earliest := tat + t - l.Burst*t
+		if now >= earliest {
+			return true, 0
+		}
+		return false, earliest - now
+	case KindDay:
+		day := floorDiv(now, int64(24*time.Hour))
+		if s.days[day] < l.Rate {
+			return true, 0
+		}
+		return false, (day+1)*int64(24*time.Hour) - now
+	case KindLeaky:
+		level := s.levelAt(l, now)
+		if level+1 <= float64(l.Burst)+1e-9 {
+			return true, 0
+		}
+		return false, int64(math.Ceil((level + 1 - float64(l.Burst)) / float64(l.Rate) * 1e9))
+	}
+	return true, 0
+}
+
+// charge counts one admitted request at now.
+func (l *Limit) charge(s *limitState, now int64) {
+	switch l.Kind {
+	case KindGCRA:
+		s.tat = max(s.tat, now) + l.interval()
+	case KindDay:
+		if s.days == nil {
+			s.days = map[int64]int64{}
+		}
+		s.days[floorDiv(now, int64(24*time.Hour))]++
+	case KindLeaky:
+		s.level = s.levelAt(l, now) + 1
+		s.last = max(s.last, now)
+	}
+}
+
+func (s *limitState) levelAt(l *Limit, now int64) float64 {
+	if s.last == 0 || now <= s.last {
+		return s.level
+	}
+	return max(0, s.level-float64(now-s.last)*float64(l.Rate)/1e9)
+}
+
+// earliest is the first time >= t at which the limit admits one request
+// (for the ideal client: the reference a utilization is measured against).
+func (l *Limit) earliest(s *limitState, t int64) int64 {
+	switch l.Kind {
+	case KindDay:
+		if ok, wait := l.admitAt(s, t); !ok {
+			return t + wait // the next day: empty
+		}
+		return t
+	default:
+		_, wait := l.admitAt(s, t)
+		return t + wait
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// stackState is a vendor's enforcement of a stack of limits: a request is
+// admitted when every limit admits it, and then charged to all of them.
+type stackState struct {
+	limits []Limit
+	states []map[string]*limitState
+}
+
+func newStackState(limits []Limit) *stackState {
+	s := &stackState{limits: limits, states: make([]map[string]*limitState, len(limits))}
+	for i := range s.states {
+		s.states[i] = map[string]*limitState{}
+	}
+	return s
+}
+
+func (s *stackState) state(i int, biz string) *limitState {
+	if !s.limits[i].PerBusiness {
+		biz = ""
+	}
+	st := s.states[i][biz]
+	if st == nil {
+		st = &limitState{}
+		s.states[i][biz] = st
+	}
+	return st
+}
+
+// decide admits and charges one request at now, or says how long until it
+// would fit.
+func (s *stackState) decide(now int64, biz string) (bool, int64) {
+	ok, wait := true, int64(0)
+	for i := range s.limits {
+		if a, w := s.limits[i].admitAt(s.state(i, biz), now); !a {
+			ok, wait = false, max(wait, w)
+		}
+	}
+	if ok {
+		for i := range s.limits {
+			s.limits[i].charge(s.state(i, biz), now)
+		}
+	}
+	return ok, wait
+}
+
+// earliest is the first time >= t at which every limit admits one request.
+func (s *stackState) earliest(t int64, biz string) int64 {
+	for round := 0; round < 16; round++ {
+		moved := false
+		for i := range s.limits {
+			if e := s.limits[i].earliest(s.state(i, biz), t); e > t {
+				t, moved = e, true
+			}
+		}
+		if !moved {
+			return t
+		}
+	}
+	return t
+}
+
+// An Arrival is one request of the fleet as the vendor saw it.
+type Arrival struct {
+	At       int64  `json:"t"` // ns since the Unix epoch, the vendor's clock
+	Business string `json:"b,omitempty"`
+	OK       bool   `json:"ok"`
+	// Lag is how long after its earliest slot (SlotHeader) it arrived.
+	Lag int64 `json:"lag,omitempty"`
+}
+
+// A Phantom is traffic the fleet does not see: another tool using the same
+// credentials. It is charged to the vendor's limits where it fits.
+type Phantom struct {
+	At       int64 // ns since the epoch
+	Business string
+}
+
+// vendor is a fake vendor API: an HTTP server on loopback that records
+// the arrival time of every request and enforces its stack of limits,
+// answering a refused request 429 with Retry-After in whole seconds.
+type vendor struct {
+	srv *http.Server
+	url string
+
+	mu       sync.Mutex
+	stack    *stackState
+	phantoms []Phantom // sorted; consumed as time passes
+	arrivals []Arrival
+	wg       sync.WaitGroup
+}
+
+func startVendor(limits []Limit, phantoms []Phantom) (*vendor, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ph := append([]Phantom(nil), phantoms...)
+	sort.Slice(ph, func(i, j int) bool { return ph[i].At < ph[j].At })
+	v := &vendor{stack: newStackState(limits), phantoms: ph, url: "http://" + l.Addr().String()}
+	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		if err := v.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the run's results show the missing arrivals
+		}
+	}()
+	return v, nil
+}
+
+// warmUpPath is answered 204 without being counted or recorded.
+const warmUpPath = "/warmup"
+
+func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now().UnixNano()
+	if r.URL.Path == warmUpPath {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	biz := r.Header.Get(ScopeHeader)
+	v.mu.Lock()
+	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
+		p := v.phantoms[0]
+		v.phantoms = v.phantoms[1:]
+		v.stack.decide(p.At, p.Business)
+	}
+	ok, wait := v.stack.decide(now, biz)
+	a := Arrival{At: now, Business: biz, OK: ok}
+	if slot, err := strconv.ParseInt(r.Header.Get(SlotHeader), 10, 64); err == nil && slot > 0 {
+		a.Lag = now - slot
+	}
+	v.arrivals = append(v.arrivals, a)
+	v.mu.Unlock()
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	if ok {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	secs := (wait + int64(time.Second) - 1) / int64(time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = io.WriteString(w, `{"error":"rate_limited"}`)
+}
+
+// close stops the server and returns what it recorded.
+func (v *vendor) close() []Arrival {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := v.srv.Shutdown(ctx); err != nil {
+		_ = v.srv.Close()
+	}
+	v.wg.Wait()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]Arrival(nil), v.arrivals...)
+}

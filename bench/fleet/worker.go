@@ -1,0 +1,486 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/redisstore"
+)
+
+// WorkerEnv holds a worker's spec (JSON) when the harness runs itself as a
+// worker process.
+const WorkerEnv = "FLEETBENCH_WORKER"
+
+// workerSpec is what one worker process runs.
+type workerSpec struct {
+	Index      int       `json:"index"`
+	Processes  int       `json:"processes"`
+	Goroutines int       `json:"goroutines"`
+	Algo       string    `json:"algo"`
+	Scenario   Scenario  `json:"scenario"`
+	Limits     []Limit   `json:"limits"` // configured
+	RedisAddr  string    `json:"redis"`
+	VendorURL  string    `json:"vendor"`
+	Prefix     string    `json:"prefix"`
+	Start      time.Time `json:"start"`
+	ResultPath string    `json:"result"`
+}
+
+// An Intent is one request the load asked for.
+type Intent struct {
+	At       int64  `json:"t"` // ns since the epoch
+	Business string `json:"b,omitempty"`
+}
+
+// Outcomes of requests, as the client saw them.
+const (
+	OutSent       = "sent_ok"       // sent, and the vendor served it
+	OutThrottled  = "vendor_429"    // sent, and the vendor throttled it
+	OutRefused    = "refused"       // the limiter refused (or would wait past max wait / the run)
+	OutStoreError = "store_error"   // the limiter's store failed; not sent
+	OutDropped    = "dropped"       // every goroutine of the process was busy
+	OutOther      = "other_error"   // anything else (transport errors)
+	OutCancelled  = "ended_waiting" // the run ended while the request waited
+)
+
+// workerResult is what a worker process reports.
+type workerResult struct {
+	Intents   []Intent         `json:"intents"`
+	Latencies []int64          `json:"latencies"` // ns per limiter call
+	Accuracy  []int64          `json:"accuracy"`  // ns: sent - reserved slot, for requests that waited
+	Outcomes  map[string]int64 `json:"outcomes"`
+	Errors    []string         `json:"errors,omitempty"`
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	res workerResult
+}
+
+func (r *recorder) latency(d time.Duration) {
+	r.mu.Lock()
+	r.res.Latencies = append(r.res.Latencies, int64(d))
+	r.mu.Unlock()
+}
+
+func (r *recorder) accuracy(d time.Duration) {
+	r.mu.Lock()
+	r.res.Accuracy = append(r.res.Accuracy, int64(d))
+	r.mu.Unlock()
+}
+
+func (r *recorder) outcome(o string, err error) {
+	r.mu.Lock()
+	r.res.Outcomes[o]++
+	if err != nil && len(r.res.Errors) < 5 {
+		r.res.Errors = append(r.res.Errors, o+": "+err.Error())
+	}
+	r.mu.Unlock()
+}
+
+// RunWorker runs the worker whose spec is in the environment and writes
+// its result. It is what the harness binary does when it finds WorkerEnv.
+func RunWorker() error {
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(os.Getenv(WorkerEnv)), &spec); err != nil {
+		return fmt.Errorf("worker spec: %w", err)
+	}
+	res, err := runWorker(&spec)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(spec.ResultPath, b, 0o644)
+}
+
+// slot carries the reserved slot of one request from the store wrapper to
+// the send wrapper.
+type slot struct {
+	at     time.Time
+	waited bool
+	// earliest is the decision's start plus its wait: no later than the
+	// slot on the store's clock. The vendor records its arrival minus this.
+	earliest time.Time
+}
+
+// SlotHeader carries a request's earliest slot (ns since the epoch) to the
+// vendor, which records how late after it the request arrived.
+const SlotHeader = "X-Bench-Slot"
+
+type slotKey struct{}
+
+// timedStore times every decision of the Redis store and notes the slot
+// it reserved.
+type timedStore struct {
+	quota.Store
+	rec *recorder
+}
+
+var _ quota.Store = timedStore{}
+
+func (s timedStore) Reserve(ctx context.Context, req *quota.Request) (*quota.Reservation, error) {
+	t0 := time.Now()
+	r, err := s.Store.Reserve(ctx, req)
+	t1 := time.Now()
+	s.rec.latency(t1.Sub(t0))
+	if err == nil && r.Allowed {
+		if sl, ok := ctx.Value(slotKey{}).(*slot); ok {
+			sl.at, sl.waited, sl.earliest = t1.Add(r.Wait), r.Wait > 0, t0.Add(r.Wait)
+		}
+	}
+	return r, err
+}
+
+// sendTimer notes, for a request that waited, how far from its slot it
+// was sent.
+type sendTimer struct {
+	base http.RoundTripper
+	rec  *recorder
+}
+
+func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
+	sl, ok := req.Context().Value(slotKey{}).(*slot)
+	if !ok || sl.earliest.IsZero() {
+		return s.base.RoundTrip(req)
+	}
+	if sl.waited {
+		s.rec.accuracy(time.Since(sl.at))
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set(SlotHeader, strconv.FormatInt(sl.earliest.UnixNano(), 10))
+	return s.base.RoundTrip(req)
+}
+
+// throttleConfig is the providers YAML of a scenario for throttle.
+func throttleConfig(sc *Scenario, limits []Limit, host string) string {
+	var b strings.Builder
+	b.WriteString("version: 1\nproviders:\n  vendor:\n")
+	fmt.Fprintf(&b, "    hosts: [%q]\n", host)
+	if sc.Wait {
+		fmt.Fprintf(&b, "    on_limit: wait\n    max_wait: %s\n", sc.MaxWait)
+	} else {
+		b.WriteString("    on_limit: fail\n")
+	}
+	b.WriteString("    limits:\n")
+	for _, l := range limits {
+		scope := ""
+		if l.PerBusiness {
+			scope = `, scope: "header:` + ScopeHeader + `"`
+		}
+		switch l.Kind {
+		case KindGCRA:
+			fmt.Fprintf(&b, "      - {name: %s, rate: %d, period: %s, burst: %d%s}\n", l.Name, l.Rate, l.Period, l.Burst, scope)
+		case KindLeaky:
+			fmt.Fprintf(&b, "      - {name: %s, rate: %d, period: 1s, burst: %d%s}\n", l.Name, l.Rate, l.Burst, scope)
+		case KindDay:
+			fmt.Fprintf(&b, "      - {name: %s, limit: %d/day%s}\n", l.Name, l.Rate, scope)
+		}
+	}
+	return b.String()
+}
+
+func runWorker(spec *workerSpec) (*workerResult, error) {
+	sc := &spec.Scenario
+	rec := &recorder{res: workerResult{Outcomes: map[string]int64{}}}
+	httpBase := &http.Transport{MaxIdleConnsPerHost: spec.Goroutines, MaxIdleConns: spec.Goroutines, DisableCompression: true}
+	defer httpBase.CloseIdleConnections()
+	rdb := redis.NewClient(&redis.Options{Addr: spec.RedisAddr, PoolSize: spec.Goroutines + 4, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer rdb.Close()
+
+	var client *http.Client
+	var lim limiter
+	var st *redisstore.Store
+	switch spec.Algo {
+	case AlgoThrottle:
+		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"))))
+		if err != nil {
+			return nil, err
+		}
+		st, err = redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix})
+		if err != nil {
+			return nil, err
+		}
+		tr, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)),
+			throttle.WithStore(timedStore{Store: st, rec: rec}),
+			throttle.WithBase(sendTimer{base: httpBase, rec: rec}))
+		if err != nil {
+			return nil, err
+		}
+		defer tr.Close()
+		client = &http.Client{Transport: tr}
+	case AlgoFixedWindow:
+		lim = &fixedWindow{rdb: rdb, prefix: spec.Prefix, limits: spec.Limits}
+	case AlgoRedisRate:
+		lim = &redisRate{lim: redis_rate.NewLimiter(rdb), prefix: spec.Prefix, limits: spec.Limits}
+	case AlgoLockGCRA:
+		lim = &lockGCRA{rdb: rdb, prefix: spec.Prefix, limits: spec.Limits, lockWait: time.Second}
+	case AlgoLocalRate:
+		lim = newLocalRate(spec.Limits, spec.Processes)
+	default:
+		return nil, fmt.Errorf("unknown algorithm %q", spec.Algo)
+	}
+	if client == nil {
+		client = &http.Client{Transport: httpBase}
+	}
+
+	warmUp(spec, rdb, httpBase, st)
+	end := spec.Start.Add(sc.Duration)
+	runCtx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	jobs := make(chan Intent)
+	var wg sync.WaitGroup
+	for g := 0; g < spec.Goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for in := range jobs {
+				if client != nil && lim == nil {
+					doThrottle(runCtx, client, spec, in, rec)
+				} else {
+					doLimiter(runCtx, client, lim, spec, in, rec)
+				}
+			}
+		}()
+	}
+	dispatch(spec, end, jobs, rec)
+	close(jobs)
+	wg.Wait()
+	return &rec.res, nil
+}
+
+// dispatch hands out the process's share of the offered load, at its
+// scheduled times, to whichever goroutine is free; when none is, the
+// request is dropped (and counted).
+func dispatch(spec *workerSpec, end time.Time, jobs chan<- Intent, rec *recorder) {
+	sc := &spec.Scenario
+	rng := rand.New(rand.NewPCG(uint64(spec.Index)+1, uint64(sc.Duration)))
+	n := float64(spec.Processes)
+	start := spec.Start
+	// Processes take turns: process i starts i/N of an interval late.
+	next := start.Add(time.Duration(float64(time.Second) / (sc.Load.rateAt(0) / n) * float64(spec.Index) / n))
+	for next.Before(end) {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		biz := ""
+		if sc.Businesses > 1 {
+			i := rng.IntN(sc.Businesses)
+			if sc.Hot > 0 && rng.IntN(2) == 0 {
+				i = rng.IntN(sc.Hot)
+			}
+			biz = businessName(i)
+		} else {
+			biz = businessName(0)
+		}
+		in := Intent{At: next.UnixNano(), Business: biz}
+		rec.mu.Lock()
+		rec.res.Intents = append(rec.res.Intents, in)
+		rec.mu.Unlock()
+		select {
+		case jobs <- in:
+		default:
+			rec.outcome(OutDropped, nil)
+		}
+		off := next.Sub(start)
+		step := time.Duration(float64(time.Second) / (sc.Load.rateAt(off) / n))
+		nxt := off + step
+		if c := sc.Load.Cycle; c > 0 {
+			if b := off - off%c + c; nxt > b && sc.Load.rateAt(b) > sc.Load.rateAt(off) {
+				nxt = b + time.Duration(float64(time.Second)/(sc.Load.rateAt(b)/n)*float64(spec.Index)/n)
+			}
+		}
+		next = start.Add(nxt)
+	}
+}
+
+func newRequest(ctx context.Context, spec *workerSpec, biz string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, spec.VendorURL+"/v1/things", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(ScopeHeader, biz)
+	return req, nil
+}
+
+func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) {
+	ctx = context.WithValue(ctx, slotKey{}, &slot{})
+	req, err := newRequest(ctx, spec, in.Business)
+	if err != nil {
+		rec.outcome(OutOther, err)
+		return
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var le *throttle.LimitError
+		switch {
+		case errors.As(err, &le):
+			rec.outcome(OutRefused, nil)
+		case errors.Is(err, throttle.ErrStoreUnavailable):
+			rec.outcome(OutStoreError, err)
+		case ctx.Err() != nil:
+			rec.outcome(OutCancelled, nil)
+		default:
+			rec.outcome(OutOther, err)
+		}
+		return
+	}
+	finish(resp, rec)
+}
+
+// finish reads and closes a vendor response and counts it; it returns the
+// vendor's Retry-After when it throttled the request.
+func finish(resp *http.Response, rec *recorder) time.Duration {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests {
+		rec.outcome(OutThrottled, nil)
+		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || secs < 0 {
+			secs = 1
+		}
+		return time.Duration(min(secs, 60)) * time.Second
+	}
+	if resp.StatusCode != http.StatusOK {
+		rec.outcome(OutOther, fmt.Errorf("status %d", resp.StatusCode))
+		return 0
+	}
+	rec.outcome(OutSent, nil)
+	return 0
+}
+
+// doLimiter runs one request through a hand-written limiter: in wait mode
+// it retries after each refusal's retry-after until its max wait has
+// passed; a reserved slot is slept for; a 429 makes this goroutine sleep
+// the vendor's Retry-After (nothing is shared with the rest of the fleet).
+func doLimiter(ctx context.Context, client *http.Client, lim limiter, spec *workerSpec, in Intent, rec *recorder) {
+	sc := &spec.Scenario
+	began := time.Now()
+	var earliest time.Time
+	deadline, _ := ctx.Deadline()
+	if sc.Wait {
+		deadline = minTime(deadline, began.Add(sc.MaxWait))
+	} else {
+		deadline = minTime(deadline, began)
+	}
+	for {
+		t0 := time.Now()
+		v, err := lim.acquire(ctx, in.Business, max(deadline.Sub(t0), 0))
+		t1 := time.Now()
+		rec.latency(t1.Sub(t0))
+		if err != nil {
+			if ctx.Err() != nil {
+				rec.outcome(OutCancelled, nil)
+			} else {
+				rec.outcome(OutStoreError, err)
+			}
+			return
+		}
+		if v.ok {
+			earliest = t0.Add(v.wait)
+			if v.wait > 0 {
+				at := t1.Add(v.wait)
+				if !sleepCtx(ctx, v.wait) {
+					rec.outcome(OutCancelled, nil)
+					return
+				}
+				rec.accuracy(time.Since(at))
+			}
+			break
+		}
+		if !sc.Wait || time.Now().Add(v.retryAfter).After(deadline) {
+			rec.outcome(OutRefused, nil)
+			return
+		}
+		if !sleepCtx(ctx, max(v.retryAfter, 100*time.Microsecond)) {
+			rec.outcome(OutCancelled, nil)
+			return
+		}
+	}
+	req, err := newRequest(ctx, spec, in.Business)
+	if err != nil {
+		rec.outcome(OutOther, err)
+		return
+	}
+	req.Header.Set(SlotHeader, strconv.FormatInt(earliest.UnixNano(), 10))
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			rec.outcome(OutCancelled, nil)
+		} else {
+			rec.outcome(OutOther, err)
+		}
+		return
+	}
+	if ra := finish(resp, rec); ra > 0 {
+		sleepCtx(ctx, ra)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// warmUp opens every goroutine's connections to Redis and to the vendor
+// before the run starts (dialing hundreds of connections at once takes
+// this machine's loopback a second or more, which would be measured as
+// decision latency), and loads throttle's script. The vendor neither
+// counts nor records its warm-up path.
+func warmUp(spec *workerSpec, rdb *redis.Client, httpBase *http.Transport, st *redisstore.Store) {
+	ctx, cancel := context.WithDeadline(context.Background(), spec.Start)
+	defer cancel()
+	if st != nil {
+		l := &quota.Limit{Name: "warmup", Kind: quota.GCRA, Rate: 1000, Period: time.Second}
+		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}}})
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < spec.Goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = rdb.Ping(ctx).Err()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, spec.VendorURL+warmUpPath, nil)
+			if err != nil {
+				return
+			}
+			if resp, err := httpBase.RoundTrip(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+}
