@@ -55,3 +55,12 @@ staticcheck:
 		exit 0; fi; \
 	echo 'installing staticcheck $(STATICCHECK_VERSION) into $(GOBIN)'; \
 	GOBIN="$(GOBIN)" go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# make bench: the fleet load harness (bench/, a module of its own): every
+# scenario with throttle and the alternatives, N worker processes sharing a
+# redis-server it starts on loopback. Writes bench/results/REPORT.md and
+# SVG plots; about 4 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
+# BENCH_FLAGS='-scenarios steady -algos throttle'.
+.PHONY: bench
+bench: redis
+	cd bench && go run ./cmd/fleetbench -out results $(BENCH_FLAGS)
