@@ -323,6 +323,17 @@ func TestReset(t *testing.T) {
 	if p := findRow(t, f.status(t, "acme"), "acme", "peak", ""); p.Exists {
 		t.Errorf("reset acme left peak: %+v", p)
 	}
+	// A value unsafe for a key is shown hashed, and the hash is accepted
+	// back as it is.
+	f.reserve(t, "https://api.tenants.test/x", "a b{c}")
+	hashed := quota.SafePart("a b{c}")
+	if r := findRow(t, f.status(t, "tenants"), "tenants", "quota", hashed); r.Used != 1 {
+		t.Errorf("hashed tenant: %+v", r)
+	}
+	mustCLI(t, f.args("reset", "tenants/quota/"+hashed)...)
+	if r := findRow(t, f.status(t, "tenants/a b{c}"), "tenants", "quota", hashed); r.Exists {
+		t.Errorf("hashed tenant after reset: %+v", r)
+	}
 	mustCLI(t, f.args("reset", "tenants/*/full")...)
 	if n := f.client.Exists(context.Background(), f.store.Key(f.cfg.Providers()[1].StateKey(&f.cfg.Providers()[1].Limits[0], "full"))).Val(); n != 0 {
 		t.Errorf("reset tenants/*/full left the key")
@@ -469,6 +480,12 @@ func TestCluster(t *testing.T) {
 		t.Errorf("t03 admitted while paused")
 	}
 	mustCLI(t, f.args("resume", "tenants/t03")...)
+	// One seed URL with --cluster finds the rest.
+	seed := &fixture{url: "redis://" + c.Addrs[0], prefix: f.prefix}
+	out := mustCLI(t, append(seed.args("status", "tenants/t03", "--json"), "--cluster")...)
+	if !strings.Contains(out, `"value":"t03"`) {
+		t.Errorf("status through one seed with --cluster:\n%s", out)
+	}
 	mustCLI(t, f.args("reset", "tenants/quota/t04")...)
 	if r := findRow(t, f.status(t, "tenants/t04"), "tenants", "quota", "t04"); r.Exists {
 		t.Errorf("t04 after reset: %+v", r)
