@@ -30,7 +30,9 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.redis, "redis", os.Getenv(envRedis),
+	// $THROTTLE_REDIS is read after parsing, not made the default, so
+	// that --help never prints a password it holds.
+	fs.StringVar(&f.redis, "redis", "",
 		"Redis `URL` (redis://[user:password@]host:port/db, rediss:// for TLS), or comma-separated\n"+
 			"URLs or host:port addresses of a Redis Cluster's nodes (default $"+envRedis+")")
 	fs.BoolVar(&f.cluster, "cluster", false, "connect to a Redis Cluster (implied by several addresses)")
@@ -144,6 +146,9 @@ func (f *storeFlags) open(ctx context.Context) (*env, error) {
 	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return nil, err
+	}
+	if f.redis == "" {
+		f.redis = os.Getenv(envRedis)
 	}
 	client, err := newClient(f.redis, f.cluster, f.timeout)
 	if err != nil {
