@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -84,7 +85,7 @@ func newClient(spec string, cluster bool, timeout time.Duration) (redis.Universa
 	if len(parts) == 1 && strings.Contains(parts[0], "://") {
 		var err error
 		if copt, err = redis.ParseClusterURL(parts[0]); err != nil {
-			return nil, usagef("--redis %q: %v", parts[0], err)
+			return nil, usagef("--redis %q: %v", redactURL(parts[0]), urlError(err))
 		}
 	} else {
 		copt = &redis.ClusterOptions{}
@@ -114,7 +115,7 @@ func parseNode(s string) (*redis.Options, error) {
 	if strings.Contains(s, "://") {
 		opt, err := redis.ParseURL(s)
 		if err != nil {
-			return nil, usagef("--redis %q: %v", s, err)
+			return nil, usagef("--redis %q: %v", redactURL(s), urlError(err))
 		}
 		return opt, nil
 	}
@@ -167,6 +168,15 @@ func (f *storeFlags) open(ctx context.Context) (*env, error) {
 		return nil, fmt.Errorf("redis %s: %w", redactURL(f.redis), err)
 	}
 	return e, nil
+}
+
+// urlError drops the URL (and any password in it) from a parse error.
+func urlError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // redactURL hides a password in a Redis URL for messages.
