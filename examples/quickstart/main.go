@@ -106,7 +106,7 @@ func runWith(ctx context.Context, stdout io.Writer, redisURL string) error {
 		throttle.WithRegistry(providers.NewRegistry(cfg)),
 		throttle.WithObserver(stats),
 	}
-	storeName := "memory (this process only)"
+	storeName := "memory, this process only"
 	if url := redisURL; url != "" {
 		store, closeRedis, err := openRedis(ctx, url)
 		if err != nil {
