@@ -491,3 +491,17 @@ func TestCluster(t *testing.T) {
 		t.Errorf("t04 after reset: %+v", r)
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"redis://u:secret@h:6379/0":       "redis://***@h:6379/0",
+		"rediss://:p@a:1,rediss://:q@b:2": "rediss://***@a:1,rediss://***@b:2",
+		"h:6379":                          "h:6379",
+		"redis://h:6379":                  "redis://h:6379",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
