@@ -29,7 +29,10 @@
 // item key can enter. A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
 // and a pause key holds paused-until (µs). Every key expires when its state
-// is back to idle.
+// is back to idle. A key keeps one kind: the same key used by a GCRA limit
+// and by a window fails with Redis's WRONGTYPE error (wrapping
+// quota.ErrStore), so the items of one stack need distinct keys, as
+// quota.KeyOf gives limits of distinct names.
 //
 // # Failure
 //

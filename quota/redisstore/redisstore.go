@@ -90,7 +90,10 @@ var _ quota.Store = (*Store)(nil)
 
 // New returns a Store that keeps its state in client: a *redis.Client, a
 // *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
-// is required (the script reads TIME before it writes).
+// is required (the script reads TIME before it writes). A client whose
+// options set ContextTimeoutEnabled is cheapest: it stops a call at the
+// deadline itself, where any other client costs the store a goroutine per
+// call to enforce Options.Timeout.
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w redisstore: nil client", quota.ErrInvalid)
