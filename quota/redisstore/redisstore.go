@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,6 +81,9 @@ type Store struct {
 	// guard: the client ignores context deadlines on reads and writes, so
 	// calls run in a goroutine that the store stops waiting for.
 	guard bool
+
+	// windows caches window arguments per calendar; see windowArgs.
+	windows atomic.Pointer[map[quota.Calendar]*windowArgs]
 
 	// observe, when set (by tests), sees every decision: the server's now
 	// and the slot time, in µs.
@@ -181,10 +185,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			windows++
 		}
 	}
-	var boundsBuf [4][5]int64
+	var boundsBuf [4]*windowArgs
 	bounds := boundsBuf[:0]
 	if windows > len(boundsBuf) {
-		bounds = make([][5]int64, 0, windows)
+		bounds = make([]*windowArgs, 0, windows)
 	}
 	args := make([]any, 0, argc)
 	args = append(args, nowArg, s.slack, cost, req.MaxWait.Microseconds(), n)
@@ -194,9 +198,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			args = append(args, "g", l.Interval(), l.Tolerance())
 			continue
 		}
-		b := windowStarts(l.Calendar, clientNow)
-		bounds = append(bounds, b)
-		args = append(args, "w", l.Rate, b[0], b[1], b[2], b[3], b[4])
+		w := s.windowArgs(l.Calendar, clientNow)
+		bounds = append(bounds, w)
+		args = append(args, "w", l.Rate)
+		args = append(args, w.boxed[:]...)
 	}
 
 	v, err := s.run(ctx, reserveScript, keys, args)
@@ -230,7 +235,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			ci.gcra, ci.interval = true, l.Interval()
 			continue
 		}
-		b := &bounds[w]
+		b := &bounds[w].starts
 		w++
 		k := 0
 		for k < 4 && b[k] != ci.mark {
@@ -376,6 +381,49 @@ func exact(req *quota.Request) error {
 		}
 	}
 	return nil
+}
+
+// windowArgs are the five window starts of a calendar around one window,
+// as reserve.lua's ARGV wants them, boxed once: they change only when the
+// window does, so decisions share them (read-only) instead of recomputing
+// and boxing them every time.
+type windowArgs struct {
+	starts [5]int64
+	boxed  [5]any
+}
+
+// maxCachedCalendars bounds the cache of window arguments. Calendars come
+// from configuration, so a handful is usual.
+const maxCachedCalendars = 256
+
+// windowArgs returns the window starts of cal around now: the cached ones
+// when now is still in their current window.
+func (s *Store) windowArgs(cal quota.Calendar, now time.Time) *windowArgs {
+	us := now.UnixMicro()
+	cache := s.windows.Load()
+	if cache != nil {
+		if w := (*cache)[cal]; w != nil && w.starts[1] <= us && us < w.starts[2] {
+			return w
+		}
+	}
+	w := &windowArgs{starts: windowStarts(cal, now)}
+	for i, b := range w.starts {
+		w.boxed[i] = b
+	}
+	// Copy on write: the window moves once per window per calendar. A
+	// concurrent writer may win; either map is right.
+	next := make(map[quota.Calendar]*windowArgs, 1)
+	if cache != nil {
+		if len(*cache) >= maxCachedCalendars {
+			return w
+		}
+		for k, v := range *cache {
+			next[k] = v
+		}
+	}
+	next[cal] = w
+	s.windows.Store(&next)
+	return w
 }
 
 // windowStarts returns the starts of five consecutive windows of cal, the

@@ -415,3 +415,41 @@ func TestParseReserveRejectsMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowArgsCache: the cached window starts are always those
+// windowStarts computes, as the clock moves forward, across daylight
+// saving changes, and back.
+func TestWindowArgsCache(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cals := []quota.Calendar{
+		{Unit: quota.Hour},
+		{Unit: quota.Day, Location: la},
+		{Unit: quota.Day, Reset: 9 * time.Hour, Location: la},
+		{Unit: quota.Month, Location: la},
+	}
+	steps := []time.Duration{0, time.Minute, 59 * time.Minute, 5 * time.Hour, 20 * time.Hour, -30 * time.Hour, 40 * 24 * time.Hour, -time.Microsecond}
+	now := time.Date(2026, 3, 7, 23, 30, 0, 0, la)
+	for i := 0; i < 40; i++ {
+		now = now.Add(steps[i%len(steps)])
+		for _, cal := range cals {
+			got := st.windowArgs(cal, time.UnixMicro(now.UnixMicro()))
+			if want := windowStarts(cal, time.UnixMicro(now.UnixMicro())); got.starts != want {
+				t.Fatalf("%v at %v: cached %v, want %v", cal, now, got.starts, want)
+			}
+			for k, b := range got.boxed {
+				if b != any(got.starts[k]) {
+					t.Fatalf("boxed %v, starts %v", got.boxed, got.starts)
+				}
+			}
+		}
+	}
+}
