@@ -267,9 +267,10 @@ func TestHungRedis(t *testing.T) {
 		if !errors.Is(err, quota.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("ContextTimeoutEnabled=%v: %v, want quota.ErrStore and context.DeadlineExceeded", ctxTimeout, err)
 		}
-		// go-redis's own read timeout is 3s: finishing well before it
-		// shows the store's timeout did the work.
-		if elapsed > timeout+time.Second {
+		// go-redis's own read timeout is 3s: finishing before it shows
+		// the store's timeout did the work (the slack is for a loaded
+		// machine).
+		if elapsed > 2500*time.Millisecond {
 			t.Errorf("ContextTimeoutEnabled=%v: Reserve took %v, timeout %v", ctxTimeout, elapsed, timeout)
 		}
 	}
