@@ -453,3 +453,44 @@ func TestWindowArgsCache(t *testing.T) {
 		}
 	}
 }
+
+// TestDSTDayState: on the 23- and 25-hour days of America/Los_Angeles the
+// window charged starts at local midnight, and the key lives until the
+// next local midnight.
+func TestDSTDayState(t *testing.T) {
+	t.Parallel()
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		at        time.Time
+		dayStart  time.Time
+		resetLeft time.Duration
+	}{
+		{time.Date(2026, 3, 8, 0, 30, 0, 0, la), time.Date(2026, 3, 8, 8, 0, 0, 0, time.UTC), 22*time.Hour + 30*time.Minute},
+		{time.Date(2026, 3, 8, 12, 0, 0, 0, la), time.Date(2026, 3, 8, 8, 0, 0, 0, time.UTC), 12 * time.Hour},
+		{time.Date(2026, 11, 1, 0, 30, 0, 0, la), time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC), 24*time.Hour + 30*time.Minute},
+		{time.Date(2026, 11, 1, 23, 0, 0, 0, la), time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC), time.Hour},
+	} {
+		st := newStore(t, client, quotatest.NewClock(tc.at))
+		daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 2,
+			Calendar: quota.Calendar{Unit: quota.Day, Location: la}}
+		req := stack("v", daily)
+		res := reserve(t, st, req, 2, 0)
+		if want := (quota.Status{Remaining: 0, ResetAfter: tc.resetLeft}); !res.Allowed || res.Limits[0] != want {
+			t.Errorf("%v: %+v, want admitted with %+v", tc.at, res.Result, want)
+		}
+		res = reserve(t, st, req, 1, 48*time.Hour)
+		if !res.Allowed || res.Wait != tc.resetLeft {
+			t.Errorf("%v: next request %+v, want a wait of %v (the next local midnight)", tc.at, res.Result, tc.resetLeft)
+		}
+		key := st.prefix + "{v}:daily"
+		fields := client.HGetAll(ctx, key).Val()
+		if got := fields[strconv.FormatInt(tc.dayStart.UnixMicro(), 10)]; got != "2" {
+			t.Errorf("%v: hash %v, want 2 in the window starting %v", tc.at, fields, tc.dayStart)
+		}
+	}
+}
