@@ -16,11 +16,18 @@
 //	defer v.Close()
 //	v.URL                 // "http://127.0.0.1:port", for requests
 //	v.Host()              // "127.0.0.1:port", for a provider's hosts
+//	v.Client()            // a plain client, to reach the vendor around the throttle
 //	v.ThrottleNext(n)     // answer the next n requests throttled, whatever the limit says
 //	v.Arrivals()          // every request: when, admitted or throttled, scope, method, path, body
 //	v.Counts()            // (served, throttled) since Start
-//	v.MaxIn(time.Second)  // most admitted requests in any window of that length
+//	v.MaxIn(time.Second)  // most admitted requests in any window [t, t+1s)
 //	v.MaxInScope("acme", time.Second) // the same, for one scope
+//	fakevendor.MaxIn(times, window)   // the same, for any list of times
+//
+// Options also set the delay every throttled response advertises
+// (RetryAfter), its body (ThrottleBody), the handler of admitted requests
+// (Handler), a per-header scope (ScopeHeader), the clock, and the
+// recording bounds.
 //
 // # Enforcers
 //

@@ -146,6 +146,18 @@ func (e *Enforcer) decide(s *state, now time.Time) decision {
 	return decision{ok: true}
 }
 
+// limit is the capacity the enforcer advertises: a GCRA's burst, a
+// window's n, a bucket's size; 0 without a limit.
+func (e *Enforcer) limit() int64 {
+	switch e.kind {
+	case gcra:
+		return e.burst
+	case window, leaky:
+		return e.n
+	}
+	return 0
+}
+
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {

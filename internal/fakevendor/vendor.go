@@ -216,7 +216,8 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	var d decision
 	if v.forced > 0 {
 		v.forced--
-		d = decision{retryAfter: DefaultForcedRetryAfter}
+		l := v.opts.Enforcer.limit()
+		d = decision{retryAfter: DefaultForcedRetryAfter, limit: l, used: l}
 	} else {
 		d = v.opts.Enforcer.decide(v.state(scope), now)
 	}

@@ -219,13 +219,36 @@ func TestThrottleNextChargesNothing(t *testing.T) {
 		if want == hit && (resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "insufficient_quota")) {
 			t.Errorf("request %d: Retry-After %q, body %q; want a delay and the custom body", i, resp.Header.Get("Retry-After"), b)
 		}
-		if i < 2 && resp.Header.Get("Retry-After") != "1" {
+		if i < 2 && (resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-RateLimit-Limit") != "") {
 			t.Errorf("forced throttle %d: Retry-After %q, want 1", i, resp.Header.Get("Retry-After"))
 		}
 	}
 	arr := v.Arrivals()
 	if len(arr) != 4 || !arr[0].Throttled || !arr[1].Throttled || arr[2].Throttled || !arr[3].Throttled {
 		t.Errorf("arrivals %+v: want throttled, throttled, served, throttled", arr)
+	}
+}
+
+func TestForcedGitHub403AdvertisesTheLimit(t *testing.T) {
+	t.Parallel()
+	clock := &stepClock{t: t0}
+	v := Start(Options{Enforcer: Window(5000, time.Hour), Signal: GitHub403, Clock: clock.Now, RetryAfter: 90 * time.Second})
+	defer v.Close()
+	v.ThrottleNext(1)
+	resp, err := v.Client().Get(v.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "0", "X-RateLimit-Used": "5000",
+		"X-RateLimit-Reset": fmt.Sprint(t0.Add(90 * time.Second).Unix())}
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("status %d, want 403", resp.StatusCode)
+	}
+	for k, w := range want {
+		if got := resp.Header.Get(k); got != w {
+			t.Errorf("%s = %q, want %q", k, got, w)
+		}
 	}
 }
 
