@@ -6,10 +6,14 @@ package throttle_test
 // (internal/fakevendor). The assertions are on what the vendor saw.
 //
 // Real time runs here, so no assertion depends on how fast the machine
-// is: the throttle is configured at 80-90% of the vendor's limit, so that
-// scheduling noise cannot make it exceed the vendor's, and delays are
-// checked as lower bounds (a retry must not come before the vendor's
-// delay), never as upper bounds.
+// is: the throttle runs at 80-90% of the vendor's rate, with a burst
+// smaller than the vendor's by at least the number of requests in flight
+// (see TestE2EThrottleKeepsTheVendorFromThrottling), so that no
+// scheduling can make it exceed the vendor's limit; delays are checked as
+// lower bounds (a retry must not come before the vendor's delay), never
+// as upper bounds; "busy" leaves out the time the process was not
+// scheduled; and where a vendor's own clock would race the test, the
+// vendor's clock stands still until the moment that matters.
 
 import (
 	"context"
