@@ -39,10 +39,10 @@ func key(prefix string, l Limit, biz string) string {
 }
 
 // fixedWindow counts requests per fixed window with INCR, setting EXPIRE
-// on a window's first hit, one limit after the other. A GCRA is counted
-// as Rate per Period, a leaky bucket as its leak per second, a daily
-// quota per UTC day. A refused request stays counted in the limits
-// checked before the one that refused it.
+// on a window's first hit, one limit after the other. A GCRA or a leaky
+// bucket of rate r and burst b is counted as b per window of b/r (200/s
+// burst 16: 16 per 80 ms), a daily quota per UTC day. A refused request
+// stays counted in the limits checked before the one that refused it.
 type fixedWindow struct {
 	rdb    *redis.Client
 	prefix string
@@ -52,12 +52,11 @@ type fixedWindow struct {
 func (f *fixedWindow) acquire(ctx context.Context, biz string, _ time.Duration) (verdict, error) {
 	now := time.Now().UnixNano()
 	for _, l := range f.limits {
-		length, n := l.Period, l.Rate
-		switch l.Kind {
-		case KindDay:
-			length = 24 * time.Hour
-		case KindLeaky:
-			length = time.Second
+		// A GCRA or bucket of rate r and burst b becomes b per b/r: the
+		// burst at the start of each window, the rate on average.
+		length, n := time.Duration(l.interval()*l.Burst), l.Burst
+		if l.Kind == KindDay {
+			length, n = 24*time.Hour, l.Rate
 		}
 		idx := now / int64(length)
 		k := key(f.prefix, l, biz) + ":" + strconv.FormatInt(idx, 10)
@@ -141,7 +140,7 @@ func (g *lockGCRA) acquire(ctx context.Context, biz string, maxWait time.Duratio
 		if time.Now().After(give) {
 			return verdict{}, errLockTimeout
 		}
-		time.Sleep(200 * time.Microsecond)
+		time.Sleep(2*time.Millisecond + time.Duration(b[0])*8*time.Microsecond) // 2-4 ms, jittered
 	}
 	v, err := g.decide(ctx, biz, maxWait)
 	if derr := g.rdb.Del(context.WithoutCancel(ctx), lockKey).Err(); derr != nil && err == nil {

@@ -26,6 +26,33 @@ type redisServer struct {
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
+	// aof: started (and restarted) with appendonly yes, appendfsync always.
+	aof bool
+}
+
+// persist turns the append-only file on (every write fsynced) or off, now
+// and for restarts.
+func (s *redisServer) persist(ctx context.Context, c *redis.Client, on bool) error {
+	if s.aof == on {
+		return nil
+	}
+	s.aof = on
+	args := [][]any{{"CONFIG", "SET", "appendfsync", "always"}, {"CONFIG", "SET", "appendonly", "yes"}}
+	if !on {
+		args = [][]any{{"CONFIG", "SET", "appendonly", "no"}}
+	}
+	for _, a := range args {
+		var err error
+		for try := 0; try < 3; try++ { // a restart may have left a dead pooled connection
+			if err = c.Do(ctx, a...).Err(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %w", a, err)
+		}
+	}
+	return nil
 }
 
 // startRedis starts redis-server (from PATH, then /usr/bin) in dir on a
@@ -52,11 +79,15 @@ func startRedis(dir string) (*redisServer, error) {
 }
 
 func (s *redisServer) start() error {
-	cmd := exec.Command(s.bin,
+	aof := []string{"--appendonly", "no"}
+	if s.aof {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	cmd := exec.Command(s.bin, append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--save", "", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	)
+	}, aof...)...)
 	// Its own process group: an interrupt of the harness does not reach it
 	// before the harness has had a chance to stop it in order.
 	cmd.SysProcAttr = childAttr()

@@ -166,7 +166,9 @@ const howToRead = `## How to read it
 - **Ideal** is what a perfect client would have had served from the same
   offered load: the vendor's enforcement run over the offered requests
   (each sent at once, or in wait mode at the earliest time within max
-  wait). **Utilization** = served ÷ ideal.
+  wait). **Utilization** = served ÷ ideal. The ideal is a reference, not
+  a bound: a client that retries later than the offered time can
+  occasionally do a little better than greedy-at-once (above 100%).
 - **Decision latency** is one call to the limiter (for throttle the
   store's Reserve; for lock-gcra including the spin for the lock). **Wait
   accuracy** is actual send time − reserved slot, for requests that waited.

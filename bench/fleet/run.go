@@ -21,7 +21,7 @@ import (
 // Options configures a harness run.
 type Options struct {
 	// Duration is the length of one scenario run (some scenarios run a
-	// little longer); zero means 5s.
+	// little longer); zero means 4s.
 	Duration time.Duration
 	// Processes and Goroutines: N worker processes of M goroutines each.
 	// Zero means 4 and 64.
@@ -108,7 +108,7 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 			continue
 		}
 		for _, algo := range Algorithms {
-			if !selected(opts.Algorithms, algo) {
+			if !selected(opts.Algorithms, algo) || !selected(sc.Algos, algo) {
 				continue
 			}
 			if err := ctx.Err(); err != nil {
@@ -127,7 +127,7 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 
 // startDelay is how long before the run's start the workers are started:
 // time for them to exec, read their spec and connect.
-const startDelay = 2500 * time.Millisecond
+const startDelay = 1500 * time.Millisecond
 
 func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc Scenario, algo string) (*RunResult, error) {
 	admin := redis.NewClient(&redis.Options{Addr: srv.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
@@ -135,6 +135,10 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	if err := admin.FlushAll(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("FLUSHALL: %w", err)
 	}
+	if err := srv.persist(ctx, admin, sc.AOF); err != nil {
+		return nil, err
+	}
+	defer func() { _ = srv.persist(context.WithoutCancel(ctx), admin, false) }()
 	start := time.Now().Add(startDelay)
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
@@ -301,6 +305,9 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 			res.Outcomes[k] += n
 		}
 		res.Errors = append(res.Errors, wr.Errors...)
+		if wr.Late > 0 {
+			res.Events = append(res.Events, fmt.Sprintf("worker %s was ready %v after the start", p.cmd.Args[0], time.Duration(wr.Late).Round(time.Millisecond)))
+		}
 	}
 	return res, nil
 }

@@ -19,9 +19,9 @@ var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLock
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
 	AlgoThrottle:    "this library: throttle.Transport over redisstore (one Lua script per decision, the whole stack at once)",
-	AlgoFixedWindow: "a fixed-window counter per limit: INCR, and EXPIRE on the first hit; limits checked one after the other",
+	AlgoFixedWindow: "a fixed-window counter per limit: INCR, and EXPIRE on the first hit; rate r burst b counted as b per b/r seconds; limits checked one after the other",
 	AlgoRedisRate:   "github.com/go-redis/redis_rate/v10 (GCRA in Lua), one call per limit, not atomic across the stack; a daily quota as a GCRA over 24h",
-	AlgoLockGCRA:    "GCRA computed in the client under a Redis lock: SET NX PX lock, GET each key, SET each key, DEL lock",
+	AlgoLockGCRA:    "GCRA computed in the client under a Redis lock: SET NX PX lock (retried every 2-4 ms), GET each key, SET each key, DEL lock",
 	AlgoLocalRate:   "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
 }
 
@@ -66,6 +66,10 @@ type Scenario struct {
 	Duration time.Duration `json:"duration"`
 	// Event is what happens to Redis in the middle: "restart", "pause".
 	Event string `json:"event,omitempty"`
+	// AOF runs Redis with appendonly yes and appendfsync always.
+	AOF bool `json:"aof,omitempty"`
+	// Algos restricts the scenario to these algorithms; empty means all.
+	Algos []string `json:"algos,omitempty"`
 	// Phantom: another tool with the same credentials sends PhantomRate
 	// requests per second per business from PhantomFrom to PhantomTo
 	// (offsets into the run), starting with a burst of PhantomBurst each.
@@ -89,13 +93,19 @@ func (s *Scenario) Configured() []Limit {
 	return out
 }
 
-var alpha = []Limit{{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20}}
+var (
+	alpha        = []Limit{{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20}}
+	restartStack = []Limit{
+		{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20},
+		{Name: "daily", Kind: KindDay, Rate: 400},
+	}
+)
 
 // Scenarios returns the scenarios of a full run, each scaled by d (the
-// length of a run; 0 means 5s).
+// length of a run; 0 means 4s).
 func Scenarios(d time.Duration) []Scenario {
 	if d <= 0 {
-		d = 5 * time.Second
+		d = 4 * time.Second
 	}
 	return []Scenario{
 		{
@@ -130,10 +140,21 @@ func Scenarios(d time.Duration) []Scenario {
 		},
 		{
 			Name: "redis-restart", Title: "Redis restart in the middle",
-			Doc: "Steady overload as above; at half time redis-server is killed and restarted empty 300 ms later (no persistence), " +
-				"so every Redis-backed limiter forgets its state.",
-			Vendor: alpha, Allowance: 20 * time.Millisecond,
-			Load: Load{OnRate: 2000}, Businesses: 1, Duration: d, Event: "restart",
+			Doc: "Steady overload against 200/s burst 20 plus a daily quota of 400 per UTC day, which runs out after about 2 s; " +
+				"at half time redis-server is killed and restarted 300 ms later, empty (no persistence, as a cache Redis runs), " +
+				"so every Redis-backed limiter forgets what it counted today.",
+			Vendor:    restartStack,
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart",
+		},
+		{
+			Name: "redis-restart-aof", Title: "Redis restart, with an append-only file",
+			Doc: "The restart above with Redis persisting every write (appendonly yes, appendfsync always): the mitigation. " +
+				"Throttle only: the point is what persistence does to its overshoot and latency.",
+			Vendor:    restartStack,
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart", AOF: true,
+			Algos: []string{AlgoThrottle},
 		},
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",

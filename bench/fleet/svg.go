@@ -136,12 +136,22 @@ func LatencySVG(runs []*RunResult) string {
 		v := math.Log10(max(ns, 1e3))
 		return float64(left) + (min(v, hi)-lo)/(hi-lo)*pw
 	}
-	ys := func(q float64) float64 { return float64(top) + (1-q)*ph }
+	// y: the tail spread out: 0, 0.9, 0.99, 0.999 and 0.9999 evenly.
+	ys := func(q float64) float64 {
+		v := 4.0
+		if q < 0.9999 {
+			v = math.Log10(1 / (1 - q))
+		}
+		return float64(top) + ph - v/4*ph
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s — decision latency (CDF)</text>`+"\n", left, esc(sc.Title))
-	fmt.Fprintf(&b, `<text x="%d" y="32" fill="#555">one limiter call per point; x is log scale</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="32" fill="#555">share of limiter calls at most x; x log scale, y spread towards the tail (0.9, 0.99, 0.999 evenly)</text>`+"\n", left)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, float64(left)+pw, ys(q), ys(q))
+	}
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#bbb"/>`+"\n", left, top, pw, ph)
 	for _, t := range []struct {
 		ns    float64
@@ -151,7 +161,7 @@ func LatencySVG(runs []*RunResult) string {
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.0f" stroke="#eee"/>`+"\n", x, x, top, float64(top)+ph)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", x, float64(top)+ph+14, t.label)
 	}
-	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+	for _, q := range []float64{0, 0.5, 0.9, 0.99, 0.999, 0.9999} {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", left-4, ys(q)+4, q)
 	}
 	for i, r := range runs {

@@ -66,6 +66,9 @@ type workerResult struct {
 	Accuracy  []int64          `json:"accuracy"`  // ns: sent - reserved slot, for requests that waited
 	Outcomes  map[string]int64 `json:"outcomes"`
 	Errors    []string         `json:"errors,omitempty"`
+	// Late is how long after the run's start the worker was ready (0: in
+	// time); a late worker's first requests go out in a bunch.
+	Late int64 `json:"late,omitempty"`
 }
 
 type recorder struct {
@@ -244,6 +247,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	}
 
 	warmUp(spec, rdb, httpBase, st)
+	rec.res.Late = max(0, int64(time.Since(spec.Start)))
 	end := spec.Start.Add(sc.Duration)
 	runCtx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()

@@ -32,7 +32,7 @@ func main() {
 		return
 	}
 	out := flag.String("out", "results", "directory for REPORT.md, the SVG plots and summary.json")
-	d := flag.Duration("d", 5*time.Second, "length of one scenario run")
+	d := flag.Duration("d", 4*time.Second, "length of one scenario run (some scenarios run longer)")
 	n := flag.Int("n", 4, "worker processes")
 	m := flag.Int("m", 64, "goroutines per worker process")
 	scen := flag.String("scenarios", "", "comma-separated scenarios to run (default all)")
