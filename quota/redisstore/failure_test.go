@@ -281,23 +281,26 @@ func TestHungRedis(t *testing.T) {
 func TestCallerContextIsNotAStoreFailure(t *testing.T) {
 	t.Parallel()
 	addr := hungRedis(t)
-	client := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	st, err := New(client, Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	req := stack("v", gcra("peak", 10, time.Second, 0))
-	_, err = st.Reserve(ctx, &req)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, quota.ErrStore) {
-		t.Errorf("Reserve with the caller's deadline passing: %v, want context.DeadlineExceeded, not quota.ErrStore", err)
-	}
-	done, cancelDone := context.WithCancel(context.Background())
-	cancelDone()
-	if _, err := st.Reserve(done, &req); !errors.Is(err, context.Canceled) {
-		t.Errorf("Reserve with an ended context: %v, want context.Canceled", err)
+	for _, ctxTimeout := range []bool{false, true} {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: ctxTimeout, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { _ = client.Close() })
+		st, err := New(client, Options{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req := stack("v", gcra("peak", 10, time.Second, 0))
+		_, err = st.Reserve(ctx, &req)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, quota.ErrStore) {
+			t.Errorf("ContextTimeoutEnabled=%v: Reserve as the caller's deadline passes: %v, want context.DeadlineExceeded, not quota.ErrStore",
+				ctxTimeout, err)
+		}
+		done, cancelDone := context.WithCancel(context.Background())
+		cancelDone()
+		if _, err := st.Reserve(done, &req); !errors.Is(err, context.Canceled) {
+			t.Errorf("ContextTimeoutEnabled=%v: Reserve with an ended context: %v, want context.Canceled", ctxTimeout, err)
+		}
 	}
 }
 

@@ -330,7 +330,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 	defer cancel()
 	if !s.guard {
 		v, err := sc.Run(ctx, s.client, keys, args...).Result()
-		if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
 			// The deadline reached the socket as an i/o timeout: say
 			// which deadline it was, and keep what the socket said.
 			err = fmt.Errorf("%w (%w)", cerr, err)
@@ -362,10 +362,23 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 // fail wraps an error of a call. When the caller's own context ended, its
 // error is returned as it is: the caller gave up, the store did not fail.
 func (s *Store) fail(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := ended(ctx); cerr != nil {
 		return fmt.Errorf("redisstore: %s: %w", op, cerr)
 	}
 	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStore, err)
+}
+
+// ended returns ctx's error, or context.DeadlineExceeded once its deadline
+// has passed: a socket deadline set from ctx can fire a moment before ctx's
+// own timer marks it done.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // exact refuses a limit whose numbers the script could not hold exactly.
