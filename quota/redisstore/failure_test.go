@@ -1,14 +1,12 @@
 package redisstore
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,45 +204,35 @@ func TestStoppedRedis(t *testing.T) {
 	}
 }
 
-// hungRedis accepts connections and reads from them but never answers: a
-// Redis that is stuck (or a network path that drops replies).
+// hungRedis starts a redis-server and freezes it with SIGSTOP: the kernel
+// still accepts connections, but nothing answers, as with a Redis stuck in
+// a long command or a network path that drops replies. It is thawed
+// before redistest stops it.
 func hungRedis(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	info, err := c.Info(context.Background(), "server").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
+	pid := 0
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, err = strconv.Atoi(v)
 			if err != nil {
-				return
+				t.Fatalf("process_id %q: %v", v, err)
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(io.Discard, bufio.NewReader(c))
-			}()
 		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String()
+	}
+	if pid <= 0 {
+		t.Fatal("INFO server gave no process_id")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis-server %d: %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	return srv.Addr
 }
 
 // TestHungRedis: a Redis that never answers holds no call longer than the
