@@ -24,8 +24,7 @@ func TestDifferentialWithMemory(t *testing.T) {
 	client := redistest.Start(t).Client(t)
 	redisFactory := func(t *testing.T, clock quota.Clock) quota.Store { return newStore(t, client, clock) }
 	memoryFactory := func(t *testing.T, clock quota.Clock) quota.Store {
-		m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: -1})
-		t.Cleanup(func() { _ = m.Close() })
+		m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
 		return m
 	}
 	for seed := int64(100); seed < 106; seed++ {

@@ -222,7 +222,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return quota.NewReservation(res, nil), nil
 	}
 	res.Wait = wait
-	if wait <= 0 {
+	if wait <= 0 || n == 0 { // nothing to give back
 		return quota.NewReservation(res, nil), nil
 	}
 	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, cost: cost, items: make([]cancelItem, n)}
@@ -242,7 +242,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			k++
 		}
 		if k == 4 {
-			return nil, s.fail(ctx, "reserve", fmt.Errorf("malformed reply: window mark %d is none of the window starts", ci.mark))
+			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, ci.mark))
 		}
 		ci.end = b[k+1]
 	}
