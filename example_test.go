@@ -75,7 +75,6 @@ providers:
 		fmt.Println(err)
 		return
 	}
-	defer rt.Close()
 	client := &http.Client{Transport: rt}
 	ctx := throttle.WithBusiness(context.Background(), "acme")
 	for i := 0; i < 2; i++ {

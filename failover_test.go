@@ -296,18 +296,11 @@ providers:
 	}
 }
 
-// TestFailoverKnownBugLocalFallbackForgetsUpstreamPauses shows a bug in
-// transport.go (Transport.send), reported on issue #4: while the store is
+// TestFailoverLocalFallbackHonoursUpstreamPauses: while the store is
 // down, a provider with on_store_error: local is decided by the
-// in-process limiter, but an upstream 429 is paused only in the (dead)
-// store: this process goes on sending through the vendor's Retry-After.
-// The failed Pause also costs every throttled response a whole store
-// timeout, although the transport already knows the store is down.
-//
-// The test asserts the present behaviour, so that the suite stays green;
-// once send pauses the in-process limiter too, it fails: then flip it to
-// want a *LimitError by the pause.
-func TestFailoverKnownBugLocalFallbackForgetsUpstreamPauses(t *testing.T) {
+// in-process limiter, and an upstream 429 must pause that limiter too, or
+// this process would go on sending through the vendor's Retry-After.
+func TestFailoverLocalFallbackHonoursUpstreamPauses(t *testing.T) {
 	t.Parallel()
 	v := e2eVendor(t, fakevendor.Options{RetryAfter: 2 * time.Second})
 	srv := redistest.Start(t)
@@ -332,11 +325,7 @@ providers:
 	// Within the vendor's 2 s, a request that will not wait:
 	status, err := failoverDo(t, throttle.WithMaxWait(context.Background(), 0), client, v.URL)
 	var le *throttle.LimitError
-	if errors.As(err, &le) && le.Limit == "pause" {
-		t.Fatalf("the in-process limiter now honours the upstream pause (%v): the bug is fixed; flip this test to want it", err)
+	if !errors.As(err, &le) || le.Limit != "pause" {
+		t.Fatalf("a request within the vendor's Retry-After during the outage: got (%d, %v), want a *LimitError by the pause", status, err)
 	}
-	if status != 200 {
-		t.Fatalf("got (%d, %v); the known bug sends it (200)", status, err)
-	}
-	t.Logf("known bug: during a store outage, a request was sent inside the vendor's Retry-After (see transport.go send)")
 }

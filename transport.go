@@ -180,10 +180,6 @@ func New(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
-// Close stops the transport's background work (the in-process limiter's
-// sweeper). It does not close the base transport or a store it was given.
-func (t *Transport) Close() error { return t.local.Close() }
-
 // RoundTrip throttles and sends req. It returns a *LimitError (matching
 // ErrLimited) when the request could not go within its max wait or its
 // context's deadline, before sending or sleeping; the context's error when
@@ -201,7 +197,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("throttle: %s: %w", res.Provider.Name, err)
 	}
 	p := res.Provider
-	if len(res.Request.Items) == 0 {
+	if len(res.Request.Items) == 0 && len(res.Request.Pauses) == 0 {
 		return t.send(req, &res)
 	}
 	q := res.Request
@@ -255,7 +251,7 @@ var errFailOpen = errors.New("throttle: fail open")
 // reserve asks the store, or, while the store is failing, applies the
 // provider's on_store_error policy.
 func (t *Transport) reserve(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
-	if t.store == quota.Store(t.local) || t.clock.Now().UnixMicro() >= t.storeDownUntil.Load() {
+	if !t.storeResting() {
 		rsv, err := t.store.Reserve(ctx, q)
 		if err == nil {
 			return rsv, nil
@@ -263,11 +259,21 @@ func (t *Transport) reserve(ctx context.Context, p *providers.Provider, q *quota
 		if ctx.Err() != nil || errors.Is(err, quota.ErrInvalid) {
 			return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
 		}
-		t.storeDownUntil.Store(t.clock.Now().Add(t.storeRetry).UnixMicro())
-		t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+		t.storeFailed(ctx, p, err)
 		return t.fallback(ctx, p, q, err)
 	}
 	return t.fallback(ctx, p, q, errStoreResting)
+}
+
+// storeResting reports whether the store failed within the last store
+// retry interval and is left alone. The in-process store never rests.
+func (t *Transport) storeResting() bool {
+	return t.store != quota.Store(t.local) && t.clock.Now().UnixMicro() < t.storeDownUntil.Load()
+}
+
+func (t *Transport) storeFailed(ctx context.Context, p *providers.Provider, err error) {
+	t.storeDownUntil.Store(t.clock.Now().Add(t.storeRetry).UnixMicro())
+	t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
 }
 
 var errStoreResting = errors.New("the store failed recently and is left alone until its retry interval passes")
@@ -361,11 +367,22 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Re
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := t.store.Pause(pctx, res.Request.Tag, res.Pause, d); err != nil {
-		t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
-		return resp, nil
+	paused := false
+	if p.OnStoreError == providers.Local && t.store != quota.Store(t.local) {
+		// The local limiter decides while the store is down; it must
+		// honour the vendor's delay too.
+		paused = t.local.Pause(pctx, res.Request.Tag, res.Pause, d) == nil
 	}
-	t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+	if !t.storeResting() {
+		if err := t.store.Pause(pctx, res.Request.Tag, res.Pause, d); err != nil {
+			t.storeFailed(ctx, p, err)
+		} else {
+			paused = true
+		}
+	}
+	if paused {
+		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+	}
 	return resp, nil
 }
 

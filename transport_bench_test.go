@@ -32,7 +32,6 @@ providers:
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rt.Close()
 	req, _ := http.NewRequest("GET", url, nil)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -92,7 +92,7 @@ func newFixture(t *testing.T, yaml string, opts ...throttle.Option) *fixture {
 	f := &fixture{t: t, clock: quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)),
 		mock: httpmock.NewMockTransport(), obs: &recorder{}}
 	f.mock.RegisterNoResponder(httpmock.NewStringResponder(200, "ok"))
-	store := quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock, SweepInterval: -1})
+	store := quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
 	opts = append([]throttle.Option{
 		throttle.WithRegistry(providers.NewRegistry(cfg)),
 		throttle.WithStore(store),
@@ -104,7 +104,6 @@ func newFixture(t *testing.T, yaml string, opts ...throttle.Option) *fixture {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { f.rt.Close(); store.Close() })
 	return f
 }
 

@@ -15,7 +15,6 @@ import (
 func ExampleMemoryStore_Reserve() {
 	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
 	store := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
-	defer store.Close()
 	la, _ := time.LoadLocation("America/Los_Angeles")
 	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 2, Period: time.Second}
 	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 1000,

@@ -16,91 +16,80 @@ const shardCount = 64
 type MemoryOptions struct {
 	// Clock is the store's clock. Nil means SystemClock.
 	Clock Clock
-	// SweepInterval is how often a background goroutine forgets state that
-	// is back to idle. Zero means one minute; negative disables the
-	// goroutine (idle state is then forgotten only when its key is used).
+	// SweepInterval is how often the store forgets state that is back to
+	// idle. Each shard is swept when a decision uses it and the interval
+	// has passed since its last sweep, so no goroutine is needed and a
+	// shard's memory is bounded by the keys used within one interval.
+	// Zero (or negative) means one minute.
 	SweepInterval time.Duration
 }
 
 // MemoryStore is a Store that keeps its state in this process: for a single
 // process, for tests, and as the local fallback when Redis is down. It
-// decides exactly as the Redis store does. Call Close when done with it.
+// decides exactly as the Redis store does. It starts no goroutine and needs
+// no closing.
 type MemoryStore struct {
-	clock  Clock
-	shards [shardCount]shard
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	clock    Clock
+	interval int64 // µs between sweeps of a shard
+	shards   [shardCount]shard
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 type shard struct {
-	mu   sync.Mutex
-	tags map[string]map[string]*cell
-	_    [40]byte // keep shards on separate cache lines
+	mu        sync.Mutex
+	tags      map[string]map[string]*cell
+	nextSweep int64    // µs; the shard is swept by the first use after it
+	_         [32]byte // keep shards on separate cache lines
 }
 
 // NewMemoryStore returns a MemoryStore.
 func NewMemoryStore(opts MemoryOptions) *MemoryStore {
-	m := &MemoryStore{clock: opts.Clock, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &MemoryStore{clock: opts.Clock, interval: opts.SweepInterval.Microseconds()}
 	if m.clock == nil {
 		m.clock = SystemClock{}
+	}
+	if m.interval <= 0 {
+		m.interval = time.Minute.Microseconds()
 	}
 	for i := range m.shards {
 		m.shards[i].tags = make(map[string]map[string]*cell)
 	}
-	interval := opts.SweepInterval
-	if interval == 0 {
-		interval = time.Minute
-	}
-	if interval < 0 {
-		close(m.done)
-		return m
-	}
-	go m.sweepEvery(interval)
 	return m
 }
 
-// Close stops the background sweeper. The store stays usable.
-func (m *MemoryStore) Close() error {
-	m.once.Do(func() { close(m.stop) })
-	<-m.done
-	return nil
-}
-
-func (m *MemoryStore) sweepEvery(interval time.Duration) {
-	defer close(m.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.Sweep()
-		}
-	}
-}
-
-// Sweep forgets every key whose state is back to idle. The background
-// sweeper calls it; tests and callers that disable the sweeper may too.
+// Sweep forgets every key whose state is back to idle, in every shard now,
+// instead of shard by shard as they are used.
 func (m *MemoryStore) Sweep() {
 	now := m.now()
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		for tag, cells := range s.tags {
-			for k, c := range cells {
-				if c.expires() <= now {
-					delete(cells, k)
-				}
-			}
-			if len(cells) == 0 {
-				delete(s.tags, tag)
+		s.sweep(now)
+		s.mu.Unlock()
+	}
+}
+
+// sweep forgets the shard's idle keys; the caller holds s.mu.
+func (s *shard) sweep(now int64) {
+	for tag, cells := range s.tags {
+		for k, c := range cells {
+			if c.expires() <= now {
+				delete(cells, k)
 			}
 		}
-		s.mu.Unlock()
+		if len(cells) == 0 {
+			delete(s.tags, tag)
+		}
+	}
+}
+
+// sweepIfDue sweeps the shard when its interval has passed; the caller
+// holds s.mu.
+func (s *shard) sweepIfDue(now, interval int64) {
+	if now >= s.nextSweep {
+		s.sweep(now)
+		s.nextSweep = now + interval
 	}
 }
 
@@ -169,6 +158,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := m.now()
+	s.sweepIfDue(now, m.interval)
 	var paused int64
 	for _, p := range req.Pauses {
 		if cells := s.tags[tag]; cells != nil {
@@ -239,6 +229,7 @@ func (m *MemoryStore) Pause(ctx context.Context, tag, key string, d time.Duratio
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := m.now()
+	s.sweepIfDue(now, m.interval)
 	c := s.cell(tag, key, now)
 	c.until = max(c.until, now+d.Microseconds())
 	return nil

@@ -14,9 +14,7 @@ import (
 )
 
 func newMemory(t *testing.T, clock quota.Clock) quota.Store {
-	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
-	t.Cleanup(func() { m.Close() })
-	return m
+	return quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
 }
 
 func TestMemoryConformance(t *testing.T) {
@@ -27,8 +25,7 @@ func TestMemoryConformance(t *testing.T) {
 func TestMemoryReclaimsIdleKeys(t *testing.T) {
 	t.Parallel()
 	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: -1})
-	defer m.Close()
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: 48 * time.Hour})
 	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second}
 	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 100, Calendar: quota.Calendar{Unit: quota.Day}}
 	ctx := context.Background()
@@ -63,7 +60,6 @@ func TestMemoryConcurrent(t *testing.T) {
 	t.Parallel()
 	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
-	defer m.Close()
 	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 100, Period: time.Second}
 	minute := &quota.Limit{Name: "minute", Kind: quota.GCRA, Rate: 1000, Period: time.Minute}
 	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 5000, Calendar: quota.Calendar{Unit: quota.Day}}
@@ -100,20 +96,38 @@ func TestMemoryConcurrent(t *testing.T) {
 	}
 }
 
-func TestMemoryCloseStopsSweeper(t *testing.T) {
+// TestMemorySweepsOnUse: a shard forgets its idle keys when it is used
+// after its sweep interval, with no goroutine.
+func TestMemorySweepsOnUse(t *testing.T) {
 	t.Parallel()
-	m := quota.NewMemoryStore(quota.MemoryOptions{SweepInterval: time.Millisecond})
-	if err := m.Close(); err != nil {
-		t.Fatal(err)
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: time.Minute})
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	ctx := context.Background()
+	reserve := func(key string) {
+		req := quota.Request{Tag: "one-tag", Items: []quota.Item{{Limit: peak, Key: key}}}
+		if _, err := m.Reserve(ctx, &req); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := m.Close(); err != nil { // a second Close is harmless
-		t.Fatal(err)
+	for i := 0; i < 100; i++ {
+		reserve(fmt.Sprintf("peak:tenant-%d", i))
+	}
+	clock.Advance(30 * time.Second) // idle, but the interval has not passed
+	reserve("peak:fresh")
+	if got := m.Len(); got != 101 {
+		t.Fatalf("before the interval: Len() = %d, want 101", got)
+	}
+	clock.Advance(31 * time.Second)
+	reserve("peak:fresh")
+	if got := m.Len(); got != 1 {
+		t.Errorf("after the interval: Len() = %d, want 1", got)
 	}
 }
 
 func TestMemoryContextDone(t *testing.T) {
 	t.Parallel()
-	m := quota.NewMemoryStore(quota.MemoryOptions{SweepInterval: -1})
+	m := quota.NewMemoryStore(quota.MemoryOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req := quota.Request{Tag: "p", Items: []quota.Item{{Limit: &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 1, Period: time.Second}, Key: "peak"}}}
@@ -124,7 +138,6 @@ func TestMemoryContextDone(t *testing.T) {
 
 func benchmarkMemory(b *testing.B, depth int) {
 	m := quota.NewMemoryStore(quota.MemoryOptions{})
-	defer m.Close()
 	all := []quota.Item{
 		{Limit: &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 1e6, Period: time.Second}, Key: "peak"},
 		{Limit: &quota.Limit{Name: "tenant", Kind: quota.GCRA, Rate: 1e6, Period: time.Second}, Key: "tenant:acct_1"},

@@ -48,7 +48,8 @@ type Request struct {
 	// hash tag of every key, so all of them live in one Redis Cluster slot.
 	// It must not be empty.
 	Tag string
-	// Items is the stack. It must not be empty.
+	// Items is the stack. It may be empty only when Pauses is not: a
+	// request with no limit of its own is still held back by its pauses.
 	Items []Item
 	// Pauses are keys (within Tag) of pauses that hold this request back.
 	Pauses []string
@@ -68,14 +69,15 @@ func (r *Request) cost() int64 {
 	return r.Cost
 }
 
-// Validate reports whether the request is possible: a tag, a non-empty
-// stack of valid limits, keys, and a cost that each limit can ever admit.
+// Validate reports whether the request is possible: a tag, a stack of
+// valid limits (or at least one pause), keys, and a cost that each limit
+// can ever admit.
 func (r *Request) Validate() error {
 	if r.Tag == "" {
 		return fmt.Errorf("%w request: empty tag", ErrInvalid)
 	}
-	if len(r.Items) == 0 {
-		return fmt.Errorf("%w request: empty stack", ErrInvalid)
+	if len(r.Items) == 0 && len(r.Pauses) == 0 {
+		return fmt.Errorf("%w request: empty stack and no pauses", ErrInvalid)
 	}
 	if r.Cost < 0 {
 		return fmt.Errorf("%w request: cost %d is negative", ErrInvalid, r.Cost)

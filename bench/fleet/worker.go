@@ -229,7 +229,6 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer tr.Close()
 		client = &http.Client{Transport: tr}
 	case AlgoFixedWindow:
 		lim = &fixedWindow{rdb: rdb, prefix: spec.Prefix, limits: spec.Limits}

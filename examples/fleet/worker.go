@@ -110,7 +110,6 @@ func worker(ctx context.Context) (report, error) {
 	if err != nil {
 		return r, err
 	}
-	defer tr.Close()
 	client := tr.Client()
 
 	if err := sleepUntil(ctx, start); err != nil {

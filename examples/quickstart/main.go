@@ -120,7 +120,6 @@ func runWith(ctx context.Context, stdout io.Writer, redisURL string) error {
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
 	client := tr.Client()
 
 	fmt.Fprintf(stdout, "fake vendor at %s allows %d requests/s and answers 429 beyond that\n", vendor.URL, vendorRate)

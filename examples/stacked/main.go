@@ -87,7 +87,6 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
 	client := tr.Client()
 
 	fmt.Fprintf(stdout, "one vendor, three limits: daily 30/day, peak 5/s, per-business 3 per 10s (on_limit: fail)\n\n")

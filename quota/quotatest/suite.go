@@ -204,6 +204,14 @@ func cases() []conformanceCase {
 				{pause: 2 * time.Second},
 				{ok: false, wait: 10 * time.Second, decider: 0},
 			}},
+		{name: "a stack of pauses alone is decided by them",
+			steps: []step{
+				{ok: true, decider: noD},
+				{pause: 5 * time.Second},
+				{ok: false, wait: 5 * time.Second, decider: paused},
+				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused},
+				{after: 5 * time.Second, ok: true, decider: noD},
+			}},
 		{name: "nothing beyond three windows", limits: []*quota.Limit{window("hourly", 1, hour, 0, time.UTC)},
 			steps: []step{
 				{ok: true, decider: noD},
