@@ -403,7 +403,7 @@ func (s *Store) bounded(ctx context.Context, f func(ctx context.Context) error) 
 	defer cancel()
 	if !s.guard {
 		err := f(ctx)
-		if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%w)", cerr, err)
 		}
 		return err

@@ -302,6 +302,14 @@ func TestPauseState(t *testing.T) {
 	if !res.Allowed || res.Wait != 5*time.Second || res.Decider != quota.PausedDecider {
 		t.Errorf("paused with max wait: %+v", res.Result)
 	}
+	// A request of pauses alone waits for them, and has nothing to cancel.
+	alone := quota.Request{Tag: "v", Pauses: []string{"pause"}, MaxWait: 5 * time.Second}
+	res, err := st.Reserve(ctx, &alone)
+	if err != nil || !res.Allowed || res.Wait != 5*time.Second || res.Decider != quota.PausedDecider || len(res.Limits) != 0 {
+		t.Errorf("pauses alone: (%+v, %v), want admitted after 5s by the pause", res, err)
+	} else if err := res.Cancel(ctx); err != nil {
+		t.Errorf("Cancel of pauses alone: %v", err)
+	}
 	if err := st.Pause(ctx, "v", "pause", 0); err != nil {
 		t.Errorf("Pause 0: %v", err)
 	}
