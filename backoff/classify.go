@@ -68,7 +68,8 @@ const (
 // response is throttled. A number in X-RateLimit-Reset, RateLimit-Reset or
 // a DelayHeaders header above 1e9 is a Unix time, any other is seconds
 // from now. Malformed, negative, zero and past values are skipped; every
-// delay is capped at Signals.MaxDelay.
+// delay is capped at Signals.MaxDelay. A throttled response with no usable
+// delay gets Signals.DefaultDelay, if set (Source "default_delay").
 //
 // To match Rule.BodyContains, Classify reads at most MaxBodyPeek bytes of
 // the body and then replaces resp.Body with a reader that yields the
@@ -103,6 +104,12 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 		}
 	}
 	d, src := vendorDelay(resp.Header, &sig, throttled, now)
+	if throttled && d == 0 && sig.DefaultDelay > 0 {
+		d, src = sig.DefaultDelay, "default_delay"
+		if max := sig.maxDelay(); max > 0 {
+			d = min(d, max)
+		}
+	}
 	return Verdict{Throttled: throttled, Retryable: throttled, Delay: d, Source: src}
 }
 

@@ -289,3 +289,33 @@ func TestSignalsValidate(t *testing.T) {
 		t.Errorf("Validate reported %d problems, want 7:\n%v", n, err)
 	}
 }
+
+// GitHub: a secondary rate limit 403 without Retry-After or reset headers
+// means "wait at least one minute"; with a header, the header wins.
+func TestClassifyDefaultDelay(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	sig := &Signals{
+		Rules:        []Rule{{Status: 403, BodyContains: "secondary rate limit"}},
+		DefaultDelay: time.Minute,
+		MaxDelay:     30 * time.Second,
+	}
+	resp := &http.Response{StatusCode: 403, Header: http.Header{},
+		Body: io.NopCloser(strings.NewReader(`{"message":"You have exceeded a secondary rate limit"}`))}
+	v := Classify(resp, sig, now)
+	if !v.Throttled || v.Delay != 30*time.Second || v.Source != "default_delay" {
+		t.Errorf("no header: got %+v, want throttled with the default delay capped at MaxDelay (30s)", v)
+	}
+	resp = &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"7"}},
+		Body: io.NopCloser(strings.NewReader("secondary rate limit"))}
+	if v := Classify(resp, sig, now); v.Delay != 7*time.Second {
+		t.Errorf("with Retry-After: 7: got %+v, want 7s", v)
+	}
+	resp = &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	if v := Classify(resp, sig, now); v.Delay != 0 || v.Throttled {
+		t.Errorf("a 200: got %+v, want no delay", v)
+	}
+	if err := (&Signals{DefaultDelay: -time.Second}).Validate(); !errors.Is(err, ErrInvalidSignals) {
+		t.Errorf("negative DefaultDelay: Validate() = %v, want ErrInvalidSignals", err)
+	}
+}

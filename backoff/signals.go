@@ -41,6 +41,12 @@ type Signals struct {
 	// epoch in seconds (a number greater than 1e9).
 	DelayHeaders []string
 
+	// DefaultDelay is the delay of a throttled response that names none.
+	// Zero means none: the transport pauses briefly and the retry policy
+	// backs off exponentially. GitHub asks for at least a minute after a
+	// secondary rate limit response without Retry-After or reset headers.
+	DefaultDelay time.Duration
+
 	// MaxDelay caps any vendor-supplied delay. Zero means DefaultMaxDelay.
 	// A negative value means the vendor's delays are not trusted at all:
 	// Classify reports none, and Policy falls back to exponential backoff.
@@ -117,6 +123,9 @@ func (s *Signals) Validate() error {
 	}
 	check("Rules", s.Rules)
 	check("Ignore", s.Ignore)
+	if s.DefaultDelay < 0 {
+		add("DefaultDelay", "%v is negative", s.DefaultDelay)
+	}
 	for i, h := range s.DelayHeaders {
 		if !validHeaderName(h) {
 			add(fmt.Sprintf("DelayHeaders[%d]", i), "%q is not a valid header name", h)

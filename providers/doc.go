@@ -148,6 +148,7 @@
 //	  ignore:                    # throttled-looking but not retryable
 //	    - {status: 429, body_contains: insufficient_quota}
 //	  delay_headers: [Retry-After-Ms]
+//	  default_delay: 1m          # delay of a throttled response that names none
 //	  max_delay: 10m             # cap on any vendor-supplied delay
 //
 // # Variables

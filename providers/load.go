@@ -521,7 +521,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 
 func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 	var s backoff.Signals
-	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "max_delay")
+	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "default_delay", "max_delay")
 	if f == nil {
 		return s
 	}
@@ -539,6 +539,9 @@ func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 				}
 			}
 		}
+	}
+	if r := f["default_delay"]; r != nil {
+		s.DefaultDelay, _ = l.duration(r, path+".default_delay", false)
 	}
 	if r := f["max_delay"]; r != nil {
 		s.MaxDelay, _ = l.duration(r, path+".max_delay", false)
