@@ -108,7 +108,7 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 			continue
 		}
 		for _, algo := range Algorithms {
-			if !selected(opts.Algorithms, algo) || !selected(sc.Algos, algo) {
+			if !selected(opts.Algorithms, algo) || !sc.runs(algo) {
 				continue
 			}
 			if err := ctx.Err(); err != nil {

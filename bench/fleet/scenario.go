@@ -11,10 +11,17 @@ const (
 	AlgoRedisRate   = "redis_rate"
 	AlgoLockGCRA    = "lock-gcra"
 	AlgoLocalRate   = "x/time/rate"
+	// AlgoThrottleLocal is throttle with on_store_error: local (each
+	// process falls back to an in-process limiter at 1/N of every limit
+	// while Redis fails); only the Redis failure scenarios run it.
+	AlgoThrottleLocal = "throttle-local"
 )
 
 // Algorithms lists every algorithm, in report order.
-var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate}
+var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal}
+
+// variants are run only by the scenarios that name them in Algos.
+var variants = map[string]bool{AlgoThrottleLocal: true}
 
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
@@ -23,6 +30,8 @@ var AlgoDoc = map[string]string{
 	AlgoRedisRate:   "github.com/go-redis/redis_rate/v10 (GCRA in Lua), one call per limit, not atomic across the stack; a daily quota as a GCRA over 24h",
 	AlgoLockGCRA:    "GCRA computed in the client under a Redis lock: SET NX PX lock (retried every 2-4 ms), GET each key, SET each key, DEL lock",
 	AlgoLocalRate:   "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
+	AlgoThrottleLocal: "throttle with on_store_error: local, local_share 1/N: while Redis fails each process decides alone at 1/N of every limit " +
+		"(run in the Redis failure scenarios only)",
 }
 
 // Load is the offered load of a scenario: requests per second for the
@@ -68,7 +77,8 @@ type Scenario struct {
 	Event string `json:"event,omitempty"`
 	// AOF runs Redis with appendonly yes and appendfsync always.
 	AOF bool `json:"aof,omitempty"`
-	// Algos restricts the scenario to these algorithms; empty means all.
+	// Algos restricts the scenario to these algorithms; empty means all
+	// but the variants.
 	Algos []string `json:"algos,omitempty"`
 	// Phantom: another tool with the same credentials sends PhantomRate
 	// requests per second per business from PhantomFrom to PhantomTo
@@ -146,6 +156,7 @@ func Scenarios(d time.Duration) []Scenario {
 			Vendor:    restartStack,
 			Allowance: 20 * time.Millisecond,
 			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart",
+			Algos: []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal},
 		},
 		{
 			Name: "redis-restart-aof", Title: "Redis restart, with an append-only file",
@@ -162,6 +173,7 @@ func Scenarios(d time.Duration) []Scenario {
 				"longer than throttle's default store timeout (200 ms).",
 			Vendor: alpha, Allowance: 20 * time.Millisecond,
 			Load: Load{OnRate: 400}, Businesses: 1, Wait: true, MaxWait: time.Second, Duration: d, Event: "pause",
+			Algos: []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal},
 		},
 		{
 			Name: "vendor-429", Title: "Vendor answers 429 with Retry-After",
@@ -174,6 +186,14 @@ func Scenarios(d time.Duration) []Scenario {
 			PhantomFrom: d * 3 / 10, PhantomTo: d * 7 / 10, PhantomRate: 10, PhantomBurst: 40,
 		},
 	}
+}
+
+// runs reports whether the scenario runs algo.
+func (s *Scenario) runs(algo string) bool {
+	if len(s.Algos) == 0 {
+		return !variants[algo]
+	}
+	return selected(s.Algos, algo)
 }
 
 // phantoms returns the scenario's unseen traffic for a run starting at

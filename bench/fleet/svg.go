@@ -11,11 +11,12 @@ import (
 // The plots are hand-built SVG: no plotting dependency.
 
 var algoColor = map[string]string{
-	AlgoThrottle:    "#1b7837",
-	AlgoFixedWindow: "#d6604d",
-	AlgoRedisRate:   "#4393c3",
-	AlgoLockGCRA:    "#8073ac",
-	AlgoLocalRate:   "#e08214",
+	AlgoThrottle:      "#1b7837",
+	AlgoFixedWindow:   "#d6604d",
+	AlgoRedisRate:     "#4393c3",
+	AlgoLockGCRA:      "#8073ac",
+	AlgoLocalRate:     "#e08214",
+	AlgoThrottleLocal: "#66bd63",
 }
 
 func color(algo string) string {

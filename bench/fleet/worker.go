@@ -174,7 +174,7 @@ func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // throttleConfig is the providers YAML of a scenario for throttle.
-func throttleConfig(sc *Scenario, limits []Limit, host string) string {
+func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nproviders:\n  vendor:\n")
 	fmt.Fprintf(&b, "    hosts: [%q]\n", host)
@@ -182,6 +182,9 @@ func throttleConfig(sc *Scenario, limits []Limit, host string) string {
 		fmt.Fprintf(&b, "    on_limit: wait\n    max_wait: %s\n", sc.MaxWait)
 	} else {
 		b.WriteString("    on_limit: fail\n")
+	}
+	if localShare > 0 {
+		fmt.Fprintf(&b, "    on_store_error: local\n    local_share: %g\n", localShare)
 	}
 	b.WriteString("    limits:\n")
 	for _, l := range limits {
@@ -214,8 +217,12 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	var lim limiter
 	var st *redisstore.Store
 	switch spec.Algo {
-	case AlgoThrottle:
-		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"))))
+	case AlgoThrottle, AlgoThrottleLocal:
+		share := 0.0
+		if spec.Algo == AlgoThrottleLocal {
+			share = 1 / float64(spec.Processes)
+		}
+		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share)))
 		if err != nil {
 			return nil, err
 		}

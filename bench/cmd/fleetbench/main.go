@@ -42,6 +42,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
+	loadBefore := loadavg()
 	runs, err := fleet.Run(ctx, fleet.Options{
 		Duration: *d, Processes: *n, Goroutines: *m,
 		Scenarios: split(*scen), Algorithms: split(*algos), Log: os.Stderr,
@@ -57,6 +58,7 @@ func main() {
 	meta := fleet.Meta{
 		Command: cmd, Machine: machine(), Go: runtime.Version(), Redis: redisVersion(),
 		Processes: *n, Routines: *m, Began: began, Took: time.Since(began),
+		Load: "load average " + loadBefore + " before, " + loadavg() + " after (other work on the machine shows up as jitter)",
 	}
 	if err := fleet.WriteReport(*out, runs, meta); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench: writing the report:", err)
@@ -86,6 +88,15 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s, %d CPUs, %s/%s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+}
+
+// loadavg is the 1, 5 and 15 minute load averages, or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func redisVersion() string {
