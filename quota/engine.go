@@ -82,16 +82,17 @@ func (h *horizon) slot(t int64) int {
 
 // item is one limit of a decision with its state and derived constants.
 type item struct {
-	lim *Limit
-	c   *cell
-	tat int64 // GCRA: max(stored tat, now)
-	T   int64 // GCRA: emission interval
-	dvt int64 // GCRA: tolerance
-	h   horizon
+	lim  *Limit
+	c    *cell
+	cost int64 // what the request counts for in this limit
+	tat  int64 // GCRA: max(stored tat, now)
+	T    int64 // GCRA: emission interval
+	dvt  int64 // GCRA: tolerance
+	h    horizon
 }
 
-func (it *item) init(lim *Limit, c *cell, now int64) {
-	it.lim, it.c = lim, c
+func (it *item) init(lim *Limit, c *cell, cost, now int64) {
+	it.lim, it.c, it.cost = lim, c, cost
 	if lim.Kind == GCRA {
 		it.T, it.dvt = lim.Interval(), lim.Tolerance()
 		it.tat = max(c.tat, now)
@@ -100,9 +101,11 @@ func (it *item) init(lim *Limit, c *cell, now int64) {
 	it.h = horizonAt(lim.Calendar, now)
 }
 
-// earliest returns the earliest time >= t at which the limit admits cost,
-// and whether that time is past what the limit can see (its horizon).
-func (it *item) earliest(t, cost int64) (int64, bool) {
+// earliest returns the earliest time >= t at which the limit admits the
+// item's cost, and whether that time is past what the limit can see (its
+// horizon).
+func (it *item) earliest(t int64) (int64, bool) {
+	cost := it.cost
 	if it.lim.Kind == GCRA {
 		return max(t, it.tat+cost*it.T-it.dvt), false
 	}
@@ -120,7 +123,7 @@ func (it *item) earliest(t, cost int64) (int64, bool) {
 // decide runs the fixpoint of package doc "The decision". It returns the
 // slot time t, the decider, and whether every limit admits at t within the
 // horizon (the caller still checks max wait).
-func decide(items []item, now, cost, paused int64) (t int64, decider int, ok bool) {
+func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	t, decider = now, NoDecider
 	if paused > t {
 		t, decider = paused, PausedDecider
@@ -128,7 +131,7 @@ func decide(items []item, now, cost, paused int64) (t int64, decider int, ok boo
 	for round := 0; round < maxRounds; round++ {
 		moved := false
 		for i := range items {
-			e, beyond := items[i].earliest(t, cost)
+			e, beyond := items[i].earliest(t)
 			if e > t {
 				t, decider, moved = e, i, true
 			}
@@ -143,20 +146,20 @@ func decide(items []item, now, cost, paused int64) (t int64, decider int, ok boo
 	return t, decider, false
 }
 
-// charge books cost at t in every limit and returns per limit the mark
+// charge books each item's cost at t and returns per limit the mark
 // Cancel needs: the tat set (GCRA) or the window start charged (Window).
-func charge(items []item, now, t, cost int64, marks []int64) {
+func charge(items []item, now, t int64, marks []int64) {
 	for i := range items {
 		it := &items[i]
 		if it.lim.Kind == GCRA {
-			it.c.tat = max(it.tat, t) + cost*it.T
+			it.c.tat = max(it.tat, t) + it.cost*it.T
 			if marks != nil {
 				marks[i] = it.c.tat
 			}
 			continue
 		}
 		j := it.h.slot(t)
-		it.c.add(it.h[j], it.h[j+1], cost, now)
+		it.c.add(it.h[j], it.h[j+1], it.cost, now)
 		if marks != nil {
 			marks[i] = it.h[j]
 		}
@@ -188,14 +191,14 @@ func (it *item) status(now, t int64, allowed bool) Status {
 
 // refund gives back what Cancel may, per package doc "Cancel": now is the
 // store's time, t the reserved slot, marks what charge returned.
-func refund(items []item, now, t, cost int64, marks []int64) {
+func refund(items []item, now, t int64, marks []int64) {
 	if now >= t {
 		return
 	}
 	for i := range items {
 		it := &items[i]
 		if it.lim.Kind == GCRA {
-			own := cost * it.T
+			own := it.cost * it.T
 			later := min(max(it.c.tat-marks[i], 0), own)
 			it.c.tat -= own - later
 			continue
@@ -203,7 +206,7 @@ func refund(items []item, now, t, cost int64, marks []int64) {
 		for k := range it.c.wins {
 			w := &it.c.wins[k]
 			if w.start == marks[i] && now < w.end {
-				w.count = max(w.count-cost, 0)
+				w.count = max(w.count-it.cost, 0)
 			}
 		}
 	}

@@ -10,6 +10,12 @@ import (
 // request or key: a zero rate, a cost above the burst, an unknown time zone.
 var ErrInvalid = errors.New("quota: invalid")
 
+// MaxExact bounds a GCRA tolerance (in µs) and a window's rate: stores keep
+// every sum below 2^53, where a Lua number (a double) is still an exact
+// integer, while now stays below 2^51 µs since 1970 (until 2041). 2^51 µs
+// is 71 years, far beyond any vendor's limit.
+const MaxExact = 1 << 51
+
 // Kind says which algorithm a Limit uses.
 type Kind uint8
 
@@ -169,7 +175,13 @@ func (l *Limit) Validate() error {
 		if l.Period.Microseconds()/l.Rate == 0 {
 			return bad("rate %d per %v is finer than 1 event per µs", l.Rate, l.Period)
 		}
+		if l.burst() > MaxExact/l.Interval() {
+			return bad("burst %d times the interval %dµs is above 2^51µs (71 years)", l.burst(), l.Interval())
+		}
 	case Window:
+		if l.Rate > MaxExact {
+			return bad("rate %d is above 2^51", l.Rate)
+		}
 		switch l.Calendar.Unit {
 		case Hour:
 			if l.Calendar.Reset < 0 || l.Calendar.Reset >= time.Hour {

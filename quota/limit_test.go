@@ -109,3 +109,17 @@ func TestIntervalRoundsUp(t *testing.T) {
 		t.Errorf("Tolerance() = %d, want %d", got, want)
 	}
 }
+
+func TestLimitValidateExactness(t *testing.T) {
+	t.Parallel()
+	// Both stores must refuse the same limits: beyond 2^51 µs the Redis
+	// script's arithmetic would no longer be exact.
+	for _, l := range []quota.Limit{
+		{Name: "tolerance", Kind: quota.GCRA, Rate: 1, Period: time.Hour, Burst: 1 << 30},
+		{Name: "rate", Kind: quota.Window, Rate: 1 << 52, Calendar: quota.Calendar{Unit: quota.Day}},
+	} {
+		if err := l.Validate(); !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), "2^51") {
+			t.Errorf("%q: Validate() = %v, want ErrInvalid naming 2^51", l.Name, err)
+		}
+	}
+}

@@ -146,7 +146,6 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		return nil, err
 	}
 	tag := SafePart(req.Tag)
-	cost := req.cost()
 	var buf [8]item
 	items := buf[:0]
 	if len(req.Items) > len(buf) {
@@ -168,9 +167,9 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		}
 	}
 	for i := range req.Items {
-		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), now)
+		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), now)
 	}
-	t, decider, ok := decide(items, now, cost, paused)
+	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
 	res.Allowed = ok && t-now <= req.MaxWait.Microseconds()
 	var cancel func(context.Context) error
@@ -179,9 +178,9 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		var marks []int64
 		if t > now {
 			marks = make([]int64, len(items))
-			cancel = m.canceller(tag, req, cost, t, marks)
+			cancel = m.canceller(tag, req, t, marks)
 		}
-		charge(items, now, t, cost, marks)
+		charge(items, now, t, marks)
 	} else {
 		res.RetryAfter = time.Duration(t-now) * time.Microsecond
 	}
@@ -193,8 +192,12 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 
 // canceller returns the Cancel of a reservation at slot t. It keeps its own
 // copy of the stack, since the caller may reuse req.
-func (m *MemoryStore) canceller(tag string, req *Request, cost, t int64, marks []int64) func(context.Context) error {
+func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []int64) func(context.Context) error {
 	stack := append([]Item(nil), req.Items...)
+	costs := make([]int64, len(stack))
+	for i := range stack {
+		costs[i] = req.CostOf(i)
+	}
 	return func(context.Context) error {
 		s := m.shard(tag)
 		s.mu.Lock()
@@ -202,13 +205,13 @@ func (m *MemoryStore) canceller(tag string, req *Request, cost, t int64, marks [
 		now := m.now()
 		items := make([]item, len(stack))
 		for i := range stack {
-			items[i].lim = stack[i].Limit
+			items[i].lim, items[i].cost = stack[i].Limit, costs[i]
 			items[i].c = s.cell(tag, stack[i].Key, now)
 			if items[i].lim.Kind == GCRA {
 				items[i].T = items[i].lim.Interval()
 			}
 		}
-		refund(items, now, t, cost, marks)
+		refund(items, now, t, marks)
 		return nil
 	}
 }

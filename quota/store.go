@@ -40,6 +40,21 @@ type Item struct {
 	// request's Tag, e.g. "peak" or "per-account:acct_1". Build it with
 	// KeyOf so that untrusted scope values stay inside their key.
 	Key string
+	// Cost is how many events the request counts for in this limit. Zero
+	// means the request's Cost. It lets one decision charge different
+	// limits differently: a model API's requests-per-minute 1 and its
+	// tokens-per-minute 1,200; GitHub's hourly quota 1 and its secondary
+	// "points" 5 for a POST.
+	Cost int64
+}
+
+// CostOf returns what the request counts for in item i: the item's Cost,
+// else the request's, else 1.
+func (r *Request) CostOf(i int) int64 {
+	if c := r.Items[i].Cost; c > 0 {
+		return c
+	}
+	return r.cost()
 }
 
 // A Request asks a Store to admit one event against a stack of limits.
@@ -85,7 +100,6 @@ func (r *Request) Validate() error {
 	if r.MaxWait < 0 {
 		return fmt.Errorf("%w request: max wait %v is negative", ErrInvalid, r.MaxWait)
 	}
-	c := r.cost()
 	for i := range r.Items {
 		it := &r.Items[i]
 		if it.Limit == nil {
@@ -97,7 +111,10 @@ func (r *Request) Validate() error {
 		if it.Key == "" {
 			return fmt.Errorf("%w limit %q: empty key", ErrInvalid, it.Limit.Name)
 		}
-		if capacity := it.Limit.Capacity(); c > capacity {
+		if it.Cost < 0 {
+			return fmt.Errorf("%w limit %q: cost %d is negative", ErrInvalid, it.Limit.Name, it.Cost)
+		}
+		if c, capacity := r.CostOf(i), it.Limit.Capacity(); c > capacity {
 			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
 				ErrInvalid, it.Limit.Name, c, capacity)
 		}

@@ -73,8 +73,13 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 			req := quota.Request{Tag: tags[rng.IntN(2)], Pauses: []string{"pause"}}
 			capacity := int64(1 << 30)
 			for _, i := range rng.Perm(len(lims))[:1+rng.IntN(3)] {
-				req.Items = append(req.Items, quota.Item{Limit: lims[i], Key: lims[i].Name})
-				capacity = min(capacity, lims[i].Capacity())
+				it := quota.Item{Limit: lims[i], Key: lims[i].Name}
+				if rng.IntN(3) == 0 { // a cost of its own
+					it.Cost = 1 + rng.Int64N(min(lims[i].Capacity(), 4))
+				} else {
+					capacity = min(capacity, lims[i].Capacity())
+				}
+				req.Items = append(req.Items, it)
 			}
 			req.Cost = 1 + rng.Int64N(min(capacity, 3))
 			waits := []time.Duration{0, 0, 300 * time.Millisecond, 2 * time.Second, 2 * time.Hour}

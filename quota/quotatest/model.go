@@ -32,7 +32,6 @@ type ModelReservation struct {
 	// RetryAfter that is only a lower bound, so it is not compared.
 	Beyond bool
 	slot   int64
-	cost   int64
 	marks  []int64
 	req    quota.Request
 }
@@ -46,9 +45,10 @@ func bounds(cal quota.Calendar, t int64) (int64, int64) {
 	return micros(s), micros(e)
 }
 
-// admits reports whether item i admits cost at t.
-func (m *Model) admits(req *quota.Request, i int, t, now, cost int64) bool {
+// admits reports whether item i admits its cost at t.
+func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
 	it := req.Items[i]
+	cost := req.CostOf(i)
 	k := keyOf(req.Tag, it.Key)
 	if it.Limit.Kind == quota.GCRA {
 		tat := max(m.tat[k], now)
@@ -61,7 +61,6 @@ func (m *Model) admits(req *quota.Request, i int, t, now, cost int64) bool {
 // Reserve decides req at now.
 func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 	n := micros(now)
-	cost := max(req.Cost, 1)
 	var paused int64
 	for _, p := range req.Pauses {
 		paused = max(paused, m.pause[keyOf(req.Tag, p)])
@@ -69,11 +68,11 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 	start := max(n, paused)
 	candidates := []int64{start}
 	horizon := int64(1<<62 - 1)
-	for _, it := range req.Items {
+	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		if it.Limit.Kind == quota.GCRA {
 			tat := max(m.tat[k], n)
-			candidates = append(candidates, tat+cost*it.Limit.Interval()-it.Limit.Tolerance())
+			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			continue
 		}
 		_, e := bounds(it.Limit.Calendar, n)
@@ -93,7 +92,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 		}
 		ok := true
 		for i := range req.Items {
-			if !m.admits(&req, i, c, n, cost) {
+			if !m.admits(&req, i, c, n) {
 				ok = false
 				break
 			}
@@ -103,7 +102,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 			break
 		}
 	}
-	r := ModelReservation{cost: cost, req: req}
+	r := ModelReservation{req: req}
 	r.Limits = make([]quota.Status, len(req.Items))
 	r.Beyond = slot < 0 || slot >= horizon
 	r.Allowed = !r.Beyond && slot-n <= req.MaxWait.Microseconds()
@@ -121,6 +120,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 	r.marks = make([]int64, len(req.Items))
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
+		cost := req.CostOf(i)
 		if it.Limit.Kind == quota.GCRA {
 			m.tat[k] = max(m.tat[k], n, slot) + cost*it.Limit.Interval()
 			r.marks[i] = m.tat[k]
@@ -168,14 +168,15 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	}
 	for i, it := range r.req.Items {
 		k := keyOf(r.req.Tag, it.Key)
+		cost := r.req.CostOf(i)
 		if it.Limit.Kind == quota.GCRA {
-			own := r.cost * it.Limit.Interval()
+			own := cost * it.Limit.Interval()
 			later := min(max(m.tat[k]-r.marks[i], 0), own)
 			m.tat[k] -= own - later
 			continue
 		}
 		if _, e := bounds(it.Limit.Calendar, r.marks[i]); n < e {
-			m.count[k][r.marks[i]] = max(m.count[k][r.marks[i]]-r.cost, 0)
+			m.count[k][r.marks[i]] = max(m.count[k][r.marks[i]]-cost, 0)
 		}
 	}
 	r.marks = nil

@@ -62,6 +62,7 @@ type conformanceCase struct {
 	name   string
 	start  time.Time
 	limits []*quota.Limit
+	costs  []int64 // per limit (quota.Item.Cost); nil: the request's cost
 	steps  []step
 }
 
@@ -204,6 +205,17 @@ func cases() []conformanceCase {
 				{pause: 2 * time.Second},
 				{ok: false, wait: 10 * time.Second, decider: 0},
 			}},
+		{name: "per-limit costs: a requests limit and a tokens limit in one decision",
+			limits: []*quota.Limit{gcra("requests", 10, time.Second, 0), gcra("tokens", 100, time.Second, 0)},
+			costs:  []int64{1, 40},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{9, 60}},
+				{ok: true, decider: noD, remain: []int64{8, 20}},
+				{ok: false, wait: 200 * time.Millisecond, decider: 1, remain: []int64{8, 20}},
+				{maxWait: 200 * time.Millisecond, ok: true, wait: 200 * time.Millisecond, decider: 1, remain: []int64{9, 0}},
+				{cancel: 4},
+				{maxWait: 200 * time.Millisecond, ok: true, wait: 200 * time.Millisecond, decider: 1, remain: []int64{9, 0}},
+			}},
 		{name: "a stack of pauses alone is decided by them",
 			steps: []step{
 				{ok: true, decider: noD},
@@ -248,8 +260,12 @@ func runCase(t *testing.T, newStore NewStore, tc conformanceCase) {
 	st := newStore(t, clock)
 	ctx := context.Background()
 	req := quota.Request{Tag: "conformance", Pauses: []string{"pause"}}
-	for _, l := range tc.limits {
-		req.Items = append(req.Items, quota.Item{Limit: l, Key: quota.KeyOf(l.Name, "")})
+	for i, l := range tc.limits {
+		it := quota.Item{Limit: l, Key: quota.KeyOf(l.Name, "")}
+		if tc.costs != nil {
+			it.Cost = tc.costs[i]
+		}
+		req.Items = append(req.Items, it)
 	}
 	reservations := map[int]*quota.Reservation{}
 	for n, s := range tc.steps {
@@ -313,6 +329,8 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		{"nil limit", quota.Request{Tag: "x", Items: []quota.Item{{Key: "k"}}}},
 		{"empty key", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok}}}},
 		{"negative cost", quota.Request{Tag: "x", Cost: -1, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
+		{"negative item cost", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok, Key: "peak", Cost: -1}}}},
+		{"item cost above burst", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok, Key: "peak", Cost: 11}}}},
 	}
 	for _, b := range bad {
 		res, err := st.Reserve(ctx, &b.req)

@@ -11,10 +11,11 @@ while that window has not ended, never taking a count below zero.
 
 KEYS  1..n   the reservation's item keys, in stack order
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
-      4 cost; then per item either
-        "g", T (µs), the tat this reservation set (µs), or
-        "w", the window start charged (µs, as reserve.lua wrote it), that
-             window's end (µs)
+      then per item either
+        "g", cost, T (µs), the tat this reservation set (µs), or
+        "w", cost, the window start charged (µs, as reserve.lua wrote it),
+             that window's end (µs)
+      where cost is what the reservation counted for in that limit
 Reply 1 when the slot time had not come, else 0.
 ]]
 
@@ -27,14 +28,14 @@ else
 end
 local slack = tonumber(ARGV[2])
 local t = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
 if now >= t then return 0 end
 
-local a = 5
+local a = 4
 for i = 1, #KEYS do
+  local cost = tonumber(ARGV[a + 1])
   if ARGV[a] == 'g' then
-    local own = cost * tonumber(ARGV[a + 1])
-    local mark = tonumber(ARGV[a + 2])
+    local own = cost * tonumber(ARGV[a + 2])
+    local mark = tonumber(ARGV[a + 3])
     local cur = tonumber(redis.call('GET', KEYS[i])) or 0
     local later = math.min(math.max(cur - mark, 0), own)
     local refund = own - later
@@ -46,12 +47,12 @@ for i = 1, #KEYS do
         redis.call('DEL', KEYS[i])
       end
     end
-  elseif now < tonumber(ARGV[a + 2]) then
-    local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 1]))
+  elseif now < tonumber(ARGV[a + 3]) then
+    local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 2]))
     if count and count > 0 then
-      redis.call('HINCRBY', KEYS[i], ARGV[a + 1], -math.min(cost, count))
+      redis.call('HINCRBY', KEYS[i], ARGV[a + 2], -math.min(cost, count))
     end
   end
-  a = a + 3
+  a = a + 4
 end
 return 1

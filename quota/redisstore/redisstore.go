@@ -38,11 +38,6 @@ const (
 	// must not expire while the test's clock still needs it.
 	testSlack = int64(time.Hour / time.Millisecond)
 
-	// maxExact bounds, in µs, a GCRA tolerance and a window's rate: with
-	// now below 2^51 µs (until 2041) the script's sums stay below 2^53,
-	// where Lua's doubles are exact integers. 2^51 µs is 71 years.
-	maxExact = 1 << 51
-
 	// maxKeyPart is the longest item or pause key kept as it is: the
 	// longest quota.KeyOf can make, name and scope of 64 bytes each.
 	maxKeyPart = 2*64 + 1
@@ -153,17 +148,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if err := exact(req); err != nil {
-		return nil, err
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	n := len(req.Items)
-	cost := req.Cost
-	if cost == 0 {
-		cost = 1
-	}
 	keys := s.keys(req)
 
 	// Go places the calendar windows around its own clock; the script
@@ -176,12 +164,12 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	} else {
 		clientNow = time.UnixMicro(time.Now().UnixMicro())
 	}
-	argc, windows := 5, 0
+	argc, windows := 4, 0
 	for i := range req.Items {
 		if req.Items[i].Limit.Kind == quota.GCRA {
-			argc += 3
+			argc += 4
 		} else {
-			argc += 7
+			argc += 8
 			windows++
 		}
 	}
@@ -191,16 +179,16 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		bounds = make([]*windowArgs, 0, windows)
 	}
 	args := make([]any, 0, argc)
-	args = append(args, nowArg, s.slack, cost, req.MaxWait.Microseconds(), n)
+	args = append(args, nowArg, s.slack, req.MaxWait.Microseconds(), n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		if l.Kind == quota.GCRA {
-			args = append(args, "g", l.Interval(), l.Tolerance())
+			args = append(args, "g", req.CostOf(i), l.Interval(), l.Tolerance())
 			continue
 		}
 		w := s.windowArgs(l.Calendar, clientNow)
 		bounds = append(bounds, w)
-		args = append(args, "w", l.Rate)
+		args = append(args, "w", req.CostOf(i), l.Rate)
 		args = append(args, w.boxed[:]...)
 	}
 
@@ -225,12 +213,12 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if wait <= 0 || n == 0 { // nothing to give back
 		return quota.NewReservation(res, nil), nil
 	}
-	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, cost: cost, items: make([]cancelItem, n)}
+	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, items: make([]cancelItem, n)}
 	w := 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		ci := &c.items[i]
-		ci.mark = d.marks[i]
+		ci.mark, ci.cost = d.marks[i], req.CostOf(i)
 		if l.Kind == quota.GCRA {
 			ci.gcra, ci.interval = true, l.Interval()
 			continue
@@ -259,7 +247,7 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	us := min(d.Microseconds(), maxExact)
+	us := min(d.Microseconds(), quota.MaxExact)
 	if us <= 0 {
 		return nil
 	}
@@ -283,12 +271,12 @@ type cancellation struct {
 	s     *Store
 	keys  []string // the item keys
 	t     int64    // the slot time, µs on the store's clock
-	cost  int64
 	items []cancelItem
 }
 
 type cancelItem struct {
 	gcra     bool
+	cost     int64 // what the reservation counted for in this limit
 	interval int64 // GCRA: T
 	mark     int64 // GCRA: the tat set; window: the window start charged
 	end      int64 // window: the end of the window charged
@@ -303,14 +291,14 @@ func (c *cancellation) cancel(ctx context.Context) error {
 	if c.s.clock != nil {
 		nowArg = c.s.clock.Now().UnixMicro()
 	}
-	args := make([]any, 0, 4+3*len(c.items))
-	args = append(args, nowArg, c.s.slack, c.t, c.cost)
+	args := make([]any, 0, 3+4*len(c.items))
+	args = append(args, nowArg, c.s.slack, c.t)
 	for i := range c.items {
 		it := &c.items[i]
 		if it.gcra {
-			args = append(args, "g", it.interval, it.mark)
+			args = append(args, "g", it.cost, it.interval, it.mark)
 		} else {
-			args = append(args, "w", it.mark, it.end)
+			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
 	v, err := c.s.run(ctx, cancelScript, c.keys, args)
@@ -377,21 +365,6 @@ func ended(ctx context.Context) error {
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// exact refuses a limit whose numbers the script could not hold exactly.
-func exact(req *quota.Request) error {
-	for i := range req.Items {
-		l := req.Items[i].Limit
-		if l.Kind == quota.GCRA {
-			if l.Capacity() > maxExact/l.Interval() {
-				return fmt.Errorf("%w limit %q: tolerance burst*interval is above 2^51 µs (71 years)", quota.ErrInvalid, l.Name)
-			}
-		} else if l.Rate > maxExact {
-			return fmt.Errorf("%w limit %q: rate %d is above 2^51", quota.ErrInvalid, l.Name, l.Rate)
-		}
 	}
 	return nil
 }

@@ -41,10 +41,11 @@ window at most once per window of its horizon); it is capped at 16 rounds,
 and running out of rounds denies, never over-admits.
 
 KEYS  1..n   item keys, in stack order; n+1..  pause keys
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 cost; 4 max wait (µs);
-      5 n; then per item either
-        "g", T (µs), DVT (µs)                   a GCRA limit, or
-        "w", rate, B0, B1, B2, B3, B4 (µs)      a calendar window
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 max wait (µs); 4 n;
+      then per item either
+        "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
+        "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window
+      where cost is what the request counts for in that limit
 Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
       -1 none, -2 a pause), then per item: remaining, reset after (µs),
       mark (GCRA: the tat set; window: the window start charged; 0 when
@@ -59,9 +60,8 @@ else
   now = tonumber(ARGV[1])
 end
 local slack = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local maxwait = tonumber(ARGV[4])
-local n = tonumber(ARGV[5])
+local maxwait = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
 
 local function ttl(d)
   return math.ceil(d / 1000) + slack
@@ -70,23 +70,24 @@ end
 -- Per item: kind; GCRA: T, dvt, tat; window: rate, b (starts, 0-based),
 -- at (ARGV index of B0), j (window of now), hz (horizon index), cnt
 -- (counts by window index), fields (the hash as read).
-local kind, T, dvt, tat = {}, {}, {}, {}
+local kind, cost, T, dvt, tat = {}, {}, {}, {}, {}
 local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
 
-local a = 6
+local a = 5
 for i = 1, n do
   kind[i] = ARGV[a]
+  cost[i] = tonumber(ARGV[a + 1])
   if kind[i] == 'g' then
-    T[i] = tonumber(ARGV[a + 1])
-    dvt[i] = tonumber(ARGV[a + 2])
+    T[i] = tonumber(ARGV[a + 2])
+    dvt[i] = tonumber(ARGV[a + 3])
     local stored = tonumber(redis.call('GET', KEYS[i]))
     if stored and stored > now then tat[i] = stored else tat[i] = now end
-    a = a + 3
+    a = a + 4
   else
-    rate[i] = tonumber(ARGV[a + 1])
-    at[i] = a + 2
+    rate[i] = tonumber(ARGV[a + 2])
+    at[i] = a + 3
     local b = {}
-    for k = 0, 4 do b[k] = tonumber(ARGV[a + 2 + k]) end
+    for k = 0, 4 do b[k] = tonumber(ARGV[a + 3 + k]) end
     bs[i] = b
     local j
     for k = 0, 3 do
@@ -102,12 +103,12 @@ for i = 1, n do
     local h = redis.call('HGETALL', KEYS[i])
     for f = 1, #h, 2 do
       for k = 0, 4 do
-        if h[f] == ARGV[a + 2 + k] then c[k] = tonumber(h[f + 1]) or 0 break end
+        if h[f] == ARGV[a + 3 + k] then c[k] = tonumber(h[f + 1]) or 0 break end
       end
     end
     cnt[i] = c
     fields[i] = h
-    a = a + 7
+    a = a + 8
   end
 end
 
@@ -134,12 +135,12 @@ for _ = 1, 16 do
   for i = 1, n do
     local e
     if kind[i] == 'g' then
-      e = tat[i] + cost * T[i] - dvt[i]
+      e = tat[i] + cost[i] * T[i] - dvt[i]
     else
       local k = slot(i, t)
       if k == nil then
         e, beyond = t, true
-      elseif cnt[i][k] + cost <= rate[i] then
+      elseif cnt[i][k] + cost[i] <= rate[i] then
         e = t
       else
         e = bs[i][k + 1]
@@ -161,7 +162,7 @@ for i = 1, n do
   local rem, reset, mark = 0, 0, 0
   if kind[i] == 'g' then
     if allowed then
-      local set = math.max(tat[i], t) + cost * T[i]
+      local set = math.max(tat[i], t) + cost[i] * T[i]
       redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
       rem = math.floor((dvt[i] - (set - t)) / T[i])
       reset = set - now
@@ -175,8 +176,8 @@ for i = 1, n do
     if allowed then
       k = slot(i, t)
       local field = ARGV[at[i] + k]
-      redis.call('HINCRBY', KEYS[i], field, cost)
-      cnt[i][k] = cnt[i][k] + cost
+      redis.call('HINCRBY', KEYS[i], field, cost[i])
+      cnt[i][k] = cnt[i][k] + cost[i]
       mark = b[k]
       -- Drop the windows that have ended and expire the key at the end of
       -- the latest window it still counts. A field that is none of the
