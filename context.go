@@ -11,6 +11,7 @@ const (
 	businessKey ctxKey = iota
 	labelsKey
 	costKey
+	limitCostsKey
 	maxWaitKey
 )
 
@@ -40,6 +41,24 @@ func WithLabel(ctx context.Context, name, value string) context.Context {
 // cost). n must be at least 1 and at most the stack's capacity.
 func WithCost(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, costKey, n)
+}
+
+// WithLimitCost returns a context whose requests count n in the limit
+// called limit, whatever their cost in the rest of the stack: the tokens
+// of a request to a model API whose provider limits both requests and
+// tokens per minute. Both limits are still decided and charged at once.
+// n must be at least 1 and at most that limit's capacity; a limit not in
+// the request's stack is ignored.
+func WithLimitCost(ctx context.Context, limit string, n int64) context.Context {
+	prev, _ := ctx.Value(limitCostsKey).(*limitCost)
+	return context.WithValue(ctx, limitCostsKey, &limitCost{limit, n, prev})
+}
+
+// limitCost is one node of an immutable list, as label is.
+type limitCost struct {
+	limit string
+	n     int64
+	next  *limitCost
 }
 
 // WithMaxWait returns a context whose requests wait at most d for their

@@ -406,6 +406,14 @@ func input(ctx context.Context) providers.Input {
 			}
 		}
 	}
+	if c, _ := ctx.Value(limitCostsKey).(*limitCost); c != nil {
+		in.Costs = map[string]int64{}
+		for ; c != nil; c = c.next {
+			if _, newer := in.Costs[c.limit]; !newer {
+				in.Costs[c.limit] = c.n
+			}
+		}
+	}
 	return in
 }
 

@@ -515,3 +515,36 @@ func TestNewClientRetriesPostOnlyWithIdempotencyKey(t *testing.T) {
 		}
 	}
 }
+
+// A model API limits requests and tokens per minute: one decision charges
+// the request 1 and its tokens n, so a large prompt waits for tokens
+// while small ones keep flowing.
+func TestLimitCostChargesOneLimitDifferently(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `
+providers:
+  model:
+    hosts: [api.model.test]
+    on_limit: fail
+    limits:
+      - {name: rpm, limit: 10/min}
+      - {name: tpm, limit: 1000/min}
+`)
+	big := throttle.WithLimitCost(context.Background(), "tpm", 900)
+	if _, err := f.do(big, "POST", "https://api.model.test/v1/chat"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.do(throttle.WithLimitCost(context.Background(), "tpm", 200), "POST", "https://api.model.test/v1/chat")
+	var le *throttle.LimitError
+	if !errors.As(err, &le) || le.Limit != "tpm" {
+		t.Fatalf("200 more tokens: got %v, want a refusal by tpm", err)
+	}
+	for i := 0; i < 5; i++ { // small requests still fit: 1 token each
+		if _, err := f.do(throttle.WithLimitCost(context.Background(), "tpm", 1), "POST", "https://api.model.test/v1/chat"); err != nil {
+			t.Fatalf("small request %d: %v", i, err)
+		}
+	}
+	if _, err := f.do(throttle.WithLimitCost(context.Background(), "tpm", 2000), "POST", "https://api.model.test/v1/chat"); !errors.Is(err, quota.ErrInvalid) {
+		t.Errorf("more tokens than the limit holds: got %v, want quota.ErrInvalid", err)
+	}
+}

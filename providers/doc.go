@@ -131,11 +131,14 @@
 //	    method: GET              # or [POST, PATCH]; omitted or "*" = any
 //	    path: /search/*          # "*" or "{name}" = one segment; a final "**" = the rest
 //	    cost: 1                  # default 1
+//	    costs: {points: 5}       # these limits of the stack (by name) count this much instead
 //	    limits: [{name: search, limit: 30/min, scope: business}]
 //
-// The query string is ignored and so is one trailing slash. One cost is
-// charged to every limit of the stack (quota.Request has one Cost);
-// Input.Cost replaces it per request.
+// The query string is ignored and so is one trailing slash. The cost is
+// charged to every limit of the stack but those that costs names, all in
+// one decision (quota.Item.Cost). Input.Cost replaces the cost per
+// request, and Input.Costs the cost of named limits (e.g. the tokens of a
+// model API call, while its requests limit counts 1).
 //
 // # Signals
 //

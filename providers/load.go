@@ -930,7 +930,7 @@ func parseScope(s string) (Scope, bool) {
 
 var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
-var routeFields = []string{"name", "method", "path", "cost", "limits"}
+var routeFields = []string{"name", "method", "path", "cost", "costs", "limits"}
 
 func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names map[string]string, base []*limitNodes) []Route {
 	items, ok := l.list(n, path, "a list of routes")
@@ -1017,6 +1017,11 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 		if ln := f["limits"]; ln != nil {
 			r.Limits, own = l.limits(ln, ip+".limits", bp, names)
 		}
+		if cn := f["costs"]; cn != nil {
+			if r.Costs = l.costs(cn, ip+".costs", base, own); r.Costs == nil {
+				good = false
+			}
+		}
 		if !good {
 			continue
 		}
@@ -1038,7 +1043,11 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 		for _, lns := range [][]*limitNodes{base, own} {
 			for _, ln := range lns {
 				q := ln.lim.Quota
-				if c := q.Capacity(); r.Cost > c {
+				cost, where := r.Cost, ""
+				if v, ok := r.Costs[q.Name]; ok {
+					cost, where = v, " (its costs entry)"
+				}
+				if c := q.Capacity(); cost > c {
 					what := "burst"
 					if q.Kind == quota.Window {
 						what = "quota"
@@ -1048,8 +1057,8 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 						hr = fmt.Sprintf(" (after headroom %s)", strconv.FormatFloat(float64(bp)/100, 'f', -1, 64)+"%")
 					}
 					l.add(ln.capacity, join(ln.path, ln.capField),
-						"the %s %d of limit %s%s is below the cost %d of route %s, so such a request could never be admitted: raise the %s to at least %d or lower the cost",
-						what, c, q.Name, hr, r.Cost, r.Name, what, r.Cost)
+						"the %s %d of limit %s%s is below the cost %d of route %s%s, so such a request could never be admitted: raise the %s to at least %d or lower the cost",
+						what, c, q.Name, hr, cost, r.Name, where, what, cost)
 					good = false
 				}
 			}
@@ -1057,6 +1066,43 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 		if good {
 			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// costs reads a route's costs: a map from the name of a limit of the
+// route's stack to what one request counts for in it.
+func (l *loader) costs(n *yaml.Node, path string, stacks ...[]*limitNodes) map[string]int64 {
+	if n.Kind != yaml.MappingNode {
+		l.add(n, path, "want a map from limit names to costs, e.g. {points: 5}")
+		return nil
+	}
+	out := map[string]int64{}
+	ok := true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		found := false
+		for _, lns := range stacks {
+			for _, ln := range lns {
+				if ln.lim.Quota.Name == k.Value {
+					found = true
+				}
+			}
+		}
+		if !found {
+			l.add(k, join(path, k.Value), "no limit %q in this route's stack: costs names limits of the provider or the route", k.Value)
+			ok = false
+			continue
+		}
+		c, good := l.integer(v, join(path, k.Value), 1, maxCount)
+		if !good {
+			ok = false
+			continue
+		}
+		out[k.Value] = c
+	}
+	if !ok {
+		return nil
 	}
 	return out
 }

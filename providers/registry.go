@@ -16,6 +16,8 @@ import (
 type plan struct {
 	limits []*Limit
 	cost   int64
+	// costs[i] is limits[i]'s own cost (a route's costs entry), or 0.
+	costs []int64
 	// static is set when every limit is provider-wide: the request is the
 	// same for every call (Items, Tag and Pauses are shared).
 	static bool
@@ -28,10 +30,10 @@ type plan struct {
 // finish builds the plans of a provider and decides its tag.
 func (l *loader) finish(p *Provider) {
 	p.pauses = []string{pauseKey}
-	p.plan = newPlan(p.Limits, nil, 1)
+	p.plan = newPlan(p.Limits, nil, 1, nil)
 	for i := range p.Routes {
 		r := &p.Routes[i]
-		r.plan = newPlan(p.Limits, r.Limits, r.Cost)
+		r.plan = newPlan(p.Limits, r.Limits, r.Cost, r.Costs)
 	}
 	// The tag is per tenant only when every limit the provider has, in
 	// every route, is scoped by the same source: then every key of a
@@ -64,12 +66,13 @@ func (l *loader) finish(p *Provider) {
 	p.tenantTag = !first && same && p.tenant.Kind != ScopeProvider
 }
 
-func newPlan(base, route []Limit, cost int64) plan {
+func newPlan(base, route []Limit, cost int64, costs map[string]int64) plan {
 	pl := plan{cost: cost, static: true}
 	for _, ls := range [][]Limit{base, route} {
 		for i := range ls {
 			lim := &ls[i]
 			pl.limits = append(pl.limits, lim)
+			pl.costs = append(pl.costs, costs[lim.Quota.Name])
 			pl.keys = append(pl.keys, quota.KeyOf(lim.Quota.Name, ""))
 			if lim.Scope.Kind != ScopeProvider {
 				pl.static = false
@@ -78,7 +81,7 @@ func newPlan(base, route []Limit, cost int64) plan {
 	}
 	if pl.static {
 		for i, lim := range pl.limits {
-			pl.items = append(pl.items, quota.Item{Limit: lim.Quota, Key: pl.keys[i]})
+			pl.items = append(pl.items, quota.Item{Limit: lim.Quota, Key: pl.keys[i], Cost: pl.costs[i]})
 		}
 	}
 	return pl
@@ -97,6 +100,11 @@ type Input struct {
 	// Cost, when positive, replaces the route's cost (e.g. the tokens of
 	// a request to a model API). Negative is an error.
 	Cost int64
+	// Costs, by limit name, gives limits a cost of their own for this
+	// request, overriding Cost and the route's costs: e.g. {"tokens":
+	// 1200} while the requests limit counts 1. Names of limits not in the
+	// stack are ignored; a negative cost is an error.
+	Costs map[string]int64
 	// MaxWait, when not nil, replaces the provider's max wait.
 	MaxWait *time.Duration
 }
@@ -215,11 +223,26 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 		}
 	}
 	res.Request.Cost, res.Request.MaxWait = cost, maxWait
+	for name, v := range in.Costs {
+		if v < 0 {
+			return res, true, fmt.Errorf("%w limit %q: cost %d is negative", quota.ErrInvalid, name, v)
+		}
+	}
 	if pl.static {
 		res.Request.Tag, res.Request.Items, res.Request.Pauses = p.Name, pl.items, p.pauses
 		res.Pause = pauseKey
-		if in.Cost > 0 {
-			return res, true, checkCost(res.Request.Items, cost)
+		if len(in.Costs) > 0 {
+			// The plan's items are shared: costs of this request's own
+			// need a copy.
+			items := make([]quota.Item, len(pl.items))
+			for i := range pl.items {
+				items[i] = pl.items[i]
+				items[i].Cost = limitCost(pl, i, &in)
+			}
+			res.Request.Items = items
+		}
+		if in.Cost > 0 || len(in.Costs) > 0 {
+			return res, true, checkCost(&res.Request)
 		}
 		return res, true, nil
 	}
@@ -227,11 +250,23 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 	return res, true, err
 }
 
-func checkCost(items []quota.Item, cost int64) error {
-	for i := range items {
-		if c := items[i].Limit.Capacity(); cost > c {
+// limitCost is the cost of plan limit i for this request: the input's
+// cost for it by name, else the route's costs entry, else 0 (the
+// request's cost).
+func limitCost(pl *plan, i int, in *Input) int64 {
+	if v := in.Costs[pl.limits[i].Quota.Name]; v > 0 {
+		return v
+	}
+	return pl.costs[i]
+}
+
+// checkCost refuses a cost the caller set that a limit could never admit.
+func checkCost(r *quota.Request) error {
+	for i := range r.Items {
+		l := r.Items[i].Limit
+		if cost, c := r.CostOf(i), l.Capacity(); cost > c {
 			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
-				quota.ErrInvalid, items[i].Limit.Name, cost, c)
+				quota.ErrInvalid, l.Name, cost, c)
 		}
 	}
 	return nil
@@ -336,7 +371,7 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 			b.WriteString(vals[i])
 			key = b.String()[start:]
 		}
-		items = append(items, quota.Item{Limit: lim.Quota, Key: key})
+		items = append(items, quota.Item{Limit: lim.Quota, Key: key, Cost: limitCost(pl, i, in)})
 	}
 	res.Request.Tag, pauses[0], res.Pause = p.Name, pauseKey, pauseKey
 	if tenant != "" {
@@ -354,8 +389,8 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 		res.Pause = pauses[0]
 	}
 	res.Request.Items, res.Request.Pauses = items, pauses
-	if in.Cost > 0 {
-		return checkCost(items, res.Request.Cost)
+	if in.Cost > 0 || len(in.Costs) > 0 {
+		return checkCost(&res.Request)
 	}
 	return nil
 }

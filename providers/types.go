@@ -182,8 +182,13 @@ type Route struct {
 	// "{name}") matches one segment and a final "**" matches the rest
 	// of the path, including nothing.
 	Path string
-	// Cost is what one request counts for, in every limit of its stack.
+	// Cost is what one request counts for, in every limit of its stack
+	// that Costs does not name.
 	Cost int64
+	// Costs gives some limits of the stack (by name) a cost of their own,
+	// e.g. GitHub's secondary "points" 5 for a write while its hourly
+	// quota counts 1.
+	Costs map[string]int64
 	// Limits are applied on top of the provider's limits.
 	Limits []Limit
 
