@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -85,6 +86,9 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			if l.route != nil {
 				route = routeString(l.route)
 				cost = strconv.FormatInt(l.route.Cost, 10)
+				if c, ok := l.route.Costs[l.lim.Quota.Name]; ok {
+					cost = strconv.FormatInt(c, 10)
+				}
 			}
 			missing, only := "-", "-"
 			if l.lim.Scope.Kind != providers.ScopeProvider {
@@ -96,6 +100,21 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
+		for i := range p.Routes {
+			r := &p.Routes[i]
+			if len(r.Costs) == 0 {
+				continue
+			}
+			names := make([]string, 0, len(r.Costs))
+			for name := range r.Costs {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for j, name := range names {
+				names[j] = fmt.Sprintf("%s %d", name, r.Costs[name])
+			}
+			fmt.Fprintf(w, "  route %s costs: %s (every other limit: %d)\n", routeString(r), strings.Join(names, ", "), r.Cost)
+		}
 	}
 }
 
