@@ -106,11 +106,10 @@ func worker(ctx context.Context) (report, error) {
 	if err != nil {
 		return r, err
 	}
-	tr, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithStore(store))
+	client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithStore(store))
 	if err != nil {
 		return r, err
 	}
-	client := tr.Client()
 
 	if err := sleepUntil(ctx, start); err != nil {
 		return r, err

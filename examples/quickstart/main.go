@@ -116,11 +116,10 @@ func runWith(ctx context.Context, stdout io.Writer, redisURL string) error {
 		opts = append(opts, throttle.WithStore(store))
 		storeName = "redis " + redactURL(url)
 	}
-	tr, err := throttle.New(opts...)
+	client, err := throttle.NewClient(opts...)
 	if err != nil {
 		return err
 	}
-	client := tr.Client()
 
 	fmt.Fprintf(stdout, "fake vendor at %s allows %d requests/s and answers 429 beyond that\n", vendor.URL, vendorRate)
 	fmt.Fprintf(stdout, "sending %d requests at once through the throttle (store: %s)\n\n", requests, storeName)

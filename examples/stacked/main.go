@@ -83,11 +83,10 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tr, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)))
+	client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)))
 	if err != nil {
 		return err
 	}
-	client := tr.Client()
 
 	fmt.Fprintf(stdout, "one vendor, three limits: daily 30/day, peak 5/s, per-business 3 per 10s (on_limit: fail)\n\n")
 	// One line per refusal: the requests sent since the previous one,
