@@ -62,7 +62,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteReport(dir, runs, Meta{Command: "go test", Began: time.Now()}); err != nil {
+	if err := WriteReport(dir, runs, Meta{Command: "`go test`", Began: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"REPORT.md", "steady-rate.svg", "steady-latency.svg", "summary.json"} {

@@ -28,8 +28,9 @@ var AlgoDoc = map[string]string{
 	AlgoThrottle:    "this library: throttle.Transport over redisstore (one Lua script per decision, the whole stack at once)",
 	AlgoFixedWindow: "a fixed-window counter per limit: INCR, and EXPIRE on the first hit; rate r burst b counted as b per b/r seconds; limits checked one after the other",
 	AlgoRedisRate:   "github.com/go-redis/redis_rate/v10 (GCRA in Lua), one call per limit, not atomic across the stack; a daily quota as a GCRA over 24h",
-	AlgoLockGCRA:    "GCRA computed in the client under a Redis lock: SET NX PX lock (retried every 2-4 ms), GET each key, SET each key, DEL lock",
-	AlgoLocalRate:   "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
+	AlgoLockGCRA: "GCRA computed in the client under a Redis lock: SET NX PX lock (retried every 2-4 ms), GET each key, SET each key, DEL lock; " +
+		"even when failing fast a request waits up to 1 s for the lock, so it can beat the fail-fast ideal",
+	AlgoLocalRate: "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
 	AlgoThrottleLocal: "throttle with on_store_error: local, local_share 1/N: while Redis fails each process decides alone at 1/N of every limit " +
 		"(run in the Redis failure scenarios only)",
 }

@@ -51,9 +51,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
-	cmd := "make bench"
-	if len(os.Args) > 1 {
-		cmd = "fleetbench " + strings.Join(os.Args[1:], " ")
+	cmd := "`" + strings.TrimSpace("fleetbench "+strings.Join(os.Args[1:], " ")) + "`"
+	if os.Getenv("MAKELEVEL") != "" {
+		cmd = "`make bench` (" + cmd + ")"
 	}
 	meta := fleet.Meta{
 		Command: cmd, Machine: machine(), Go: runtime.Version(), Redis: redisVersion(),
