@@ -106,6 +106,8 @@ func runWith(ctx context.Context, stdout io.Writer, redisURL string) error {
 		throttle.WithRegistry(providers.NewRegistry(cfg)),
 		throttle.WithObserver(stats),
 	}
+	// Without WithStore the quota state is in this process's memory: it
+	// throttles this process alone. Redis shares it with a fleet.
 	storeName := "memory, this process only"
 	if url := redisURL; url != "" {
 		store, closeRedis, err := openRedis(ctx, url)
