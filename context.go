@@ -36,9 +36,11 @@ func WithLabel(ctx context.Context, name, value string) context.Context {
 	return context.WithValue(ctx, labelsKey, &label{name, value, prev})
 }
 
-// WithCost returns a context whose requests count n each in every limit of
+// WithCost returns a context whose requests count n each in the limits of
 // their stack, overriding the route's cost (e.g. a GraphQL query's known
-// cost). n must be at least 1 and at most the stack's capacity.
+// cost). Limits with a cost of their own (a route's costs entry, or
+// WithLimitCost) keep it. n must be at least 1 and at most the capacity of
+// every limit it applies to.
 func WithCost(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, costKey, n)
 }

@@ -26,8 +26,11 @@ type LimitError struct {
 	// Limit names the limit that decided, or "pause" when an upstream
 	// throttle's pause did.
 	Limit string
-	// Scope is the scope value of that limit ("" for a provider-wide one),
-	// as it was given: it may be a tenant id, so log it with care.
+	// Scope is the scope value of that limit ("" for a provider-wide one)
+	// as it is stored: kept as given when short and made of safe
+	// characters, else "#" and a hash of it (see quota.SafePart), so an
+	// untrusted value is never echoed back. It may be a tenant id: log it
+	// with care.
 	Scope string
 	// RetryAfter is how long until the stack would admit the request, if
 	// nobody else reserved meanwhile.
