@@ -29,9 +29,6 @@ func TestMain(m *testing.M) {
 // report: the harness must not rot silently. It checks that the run
 // measured something, not the figures, which depend on the machine.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts redis-server and worker processes")
-	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
 	}
