@@ -3,6 +3,7 @@ package quota
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // maxPart is the longest key part kept as it is. Longer values are hashed,
@@ -47,4 +48,44 @@ func KeyOf(name, scope string) string {
 		return name
 	}
 	return name + ":" + SafePart(scope)
+}
+
+// maxTag is the longest tag kept as it is: a provider name and one scope
+// part.
+const maxTag = 2*maxPart + 1
+
+// SafeTag returns tag unchanged when it is short and made of parts joined
+// by ":", each a value SafePart keeps or a hash SafePart made, as the
+// providers package builds them ("shopify", "shopify:store-9.example.com",
+// "stripe:#3f…"); otherwise SafePart(tag). Stores apply it to every
+// Request.Tag: a tag can then hold no brace (it is a Redis Cluster hash
+// tag) and is bounded, and a per-tenant tag stays readable in Redis.
+func SafeTag(tag string) string {
+	if len(tag) == 0 || len(tag) > maxTag {
+		return SafePart(tag)
+	}
+	for rest := tag; ; {
+		part, after, more := strings.Cut(rest, ":")
+		if !isSafe(part) && !isHash(part) {
+			return SafePart(tag)
+		}
+		if !more {
+			return tag
+		}
+		rest = after
+	}
+}
+
+// isHash reports whether s is a hash SafePart made: "#" and 32 lower-case
+// hex digits.
+func isHash(s string) bool {
+	if len(s) != 33 || s[0] != '#' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -296,11 +296,11 @@ func TestParseKey(t *testing.T) {
 		{"x{y}", "a:#0123"},
 	} {
 		tag, key, pause, ok := st.ParseKey(st.Key(tc.tag, tc.key))
-		if !ok || pause || tag != quota.SafePart(tc.tag) || key != tc.key {
+		if !ok || pause || tag != quota.SafeTag(tc.tag) || key != tc.key {
 			t.Errorf("ParseKey(Key(%q, %q)) = %q, %q, %v, %v", tc.tag, tc.key, tag, key, pause, ok)
 		}
 		tag, key, pause, ok = st.ParseKey(st.PauseKey(tc.tag, "pause"))
-		if !ok || !pause || tag != quota.SafePart(tc.tag) || key != "pause" {
+		if !ok || !pause || tag != quota.SafeTag(tc.tag) || key != "pause" {
 			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, pause, ok)
 		}
 	}

@@ -255,7 +255,7 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	if s.clock != nil {
 		nowArg = s.clock.Now().UnixMicro()
 	}
-	k := s.prefix + "{" + quota.SafePart(tag) + "}:" + pauseSpace + safeKey(key)
+	k := s.prefix + "{" + quota.SafeTag(tag) + "}:" + pauseSpace + safeKey(key)
 	v, err := s.run(ctx, pauseScript, []string{k}, []any{nowArg, s.slack, us})
 	if err != nil {
 		return s.fail(ctx, "pause", err)
@@ -425,7 +425,7 @@ func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
 // keys returns the Redis keys of req: its items, then its pauses. They
 // share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
-	tag := quota.SafePart(req.Tag)
+	tag := quota.SafeTag(req.Tag)
 	n := len(req.Items)
 	var partsBuf [8]string
 	parts := partsBuf[:0]
