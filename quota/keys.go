@@ -50,27 +50,28 @@ func KeyOf(name, scope string) string {
 	return name + ":" + SafePart(scope)
 }
 
-// maxTag is the longest tag kept as it is: a provider name and one scope
-// part.
-const maxTag = 2*maxPart + 1
+// MaxKeyLen is the longest key or tag SafeKey keeps as it is: a name and
+// one scope part.
+const MaxKeyLen = 2*maxPart + 1
 
-// SafeTag returns tag unchanged when it is short and made of parts joined
-// by ":", each a value SafePart keeps or a hash SafePart made, as the
-// providers package builds them ("shopify", "shopify:store-9.example.com",
-// "stripe:#3f…"); otherwise SafePart(tag). Stores apply it to every
-// Request.Tag: a tag can then hold no brace (it is a Redis Cluster hash
-// tag) and is bounded, and a per-tenant tag stays readable in Redis.
-func SafeTag(tag string) string {
-	if len(tag) == 0 || len(tag) > maxTag {
-		return SafePart(tag)
+// SafeKey returns s unchanged when it is at most MaxKeyLen long and made of
+// parts joined by ":", each a value SafePart keeps or a hash SafePart
+// made: what KeyOf builds for a key, and the providers package for a tag
+// ("shopify", "shopify:store-9.example.com", "stripe:#3f…"). Anything else
+// becomes SafePart(s). Stores apply it to every tag and key they write, so
+// none holds a brace (a tag is a Redis Cluster hash tag) or grows without
+// bound, and a per-tenant tag stays readable in Redis.
+func SafeKey(s string) string {
+	if len(s) == 0 || len(s) > MaxKeyLen {
+		return SafePart(s)
 	}
-	for rest := tag; ; {
+	for rest := s; ; {
 		part, after, more := strings.Cut(rest, ":")
 		if !isSafe(part) && !isHash(part) {
-			return SafePart(tag)
+			return SafePart(s)
 		}
 		if !more {
-			return tag
+			return s
 		}
 		rest = after
 	}

@@ -54,20 +54,20 @@ func TestKeyOfDistinct(t *testing.T) {
 	}
 }
 
-func TestSafeTag(t *testing.T) {
+func TestSafeKey(t *testing.T) {
 	t.Parallel()
 	hashed := quota.SafePart("a tenant{with}braces")
 	keep := []string{"shopify", "shopify:store-9.example.com", "stripe:" + hashed, "github:acme"}
 	for _, tag := range keep {
-		if got := quota.SafeTag(tag); got != tag {
-			t.Errorf("SafeTag(%q) = %q, want it unchanged (readable in Redis)", tag, got)
+		if got := quota.SafeKey(tag); got != tag {
+			t.Errorf("SafeKey(%q) = %q, want it unchanged (readable in Redis)", tag, got)
 		}
 	}
 	bad := []string{"", "{a}", "a:{b}", "a::b", "a:", ":a", "a:b c", "a\nb", "#nothex:x", strings.Repeat("x", 200), "a:" + strings.Repeat("y", 65)}
 	for _, tag := range bad {
-		got := quota.SafeTag(tag)
+		got := quota.SafeKey(tag)
 		if got != quota.SafePart(tag) || strings.ContainsAny(got, "{}\n :") {
-			t.Errorf("SafeTag(%q) = %q, want SafePart's hash", tag, got)
+			t.Errorf("SafeKey(%q) = %q, want SafePart's hash", tag, got)
 		}
 	}
 }

@@ -145,7 +145,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tag := SafeTag(req.Tag)
+	tag := SafeKey(req.Tag)
 	var buf [8]item
 	items := buf[:0]
 	if len(req.Items) > len(buf) {
@@ -227,7 +227,7 @@ func (m *MemoryStore) Pause(ctx context.Context, tag, key string, d time.Duratio
 	if d <= 0 {
 		return nil
 	}
-	tag = SafeTag(tag)
+	tag = SafeKey(tag)
 	s := m.shard(tag)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -19,13 +19,13 @@
 //	<prefix>{<tag>}:<item key>
 //	<prefix>{<tag>}:!pause:<pause key>
 //
-// where tag is quota.SafePart(Request.Tag). The braces are a Redis Cluster
-// hash tag, so every key of one decision lives in one slot and the script
-// runs on one shard; with a Redis Cluster, many tags spread over its nodes.
-// Item keys are expected from quota.KeyOf; a key that KeyOf could not have
-// made (a character outside its alphabet, or longer) is replaced by
-// quota.SafePart of itself, so no key part breaks out of its place or grows
-// without bound. Pause keys live in their own "!pause:" namespace, which no
+// where tag and keys pass through quota.SafeKey. The braces are a Redis
+// Cluster hash tag, so every key of one decision lives in one slot and the
+// script runs on one shard; with a Redis Cluster, many tags spread over its
+// nodes. Tags and item keys are expected as quota.KeyOf and the providers
+// package build them ("github:acme", "core:acme"); anything else is
+// replaced by quota.SafePart of itself, so no part breaks out of its place
+// or grows without bound. Pause keys live in their own "!pause:" namespace, which no
 // item key can enter. A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
 // and a pause key holds paused-until (µs). Every key expires when its state

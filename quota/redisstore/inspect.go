@@ -95,13 +95,13 @@ type ItemState struct {
 // builds it: <prefix>{<tag>}:<key>, with tag and key made safe as
 // described in the package doc.
 func (s *Store) Key(tag, key string) string {
-	return s.prefix + "{" + quota.SafeTag(tag) + "}:" + safeKey(key)
+	return s.prefix + "{" + quota.SafeKey(tag) + "}:" + quota.SafeKey(key)
 }
 
 // PauseKey returns the Redis key of the pause key within tag, as Reserve
 // and Pause build it: <prefix>{<tag>}:!pause:<key>.
 func (s *Store) PauseKey(tag, key string) string {
-	return s.prefix + "{" + quota.SafeTag(tag) + "}:" + pauseSpace + safeKey(key)
+	return s.prefix + "{" + quota.SafeKey(tag) + "}:" + pauseSpace + quota.SafeKey(key)
 }
 
 // Prefix returns the prefix that starts every key of the store.

@@ -293,14 +293,14 @@ func TestParseKey(t *testing.T) {
 	for _, tc := range []struct{ tag, key string }{
 		{"stripe", "global"},
 		{"stripe:acct_1", "global:acct_1"},
-		{"x{y}", "a:#0123"},
+		{"x{y}", quota.KeyOf("a", "#0123")}, // a hashed scope part
 	} {
 		tag, key, pause, ok := st.ParseKey(st.Key(tc.tag, tc.key))
-		if !ok || pause || tag != quota.SafeTag(tc.tag) || key != tc.key {
+		if !ok || pause || tag != quota.SafeKey(tc.tag) || key != tc.key {
 			t.Errorf("ParseKey(Key(%q, %q)) = %q, %q, %v, %v", tc.tag, tc.key, tag, key, pause, ok)
 		}
 		tag, key, pause, ok = st.ParseKey(st.PauseKey(tc.tag, "pause"))
-		if !ok || !pause || tag != quota.SafeTag(tc.tag) || key != "pause" {
+		if !ok || !pause || tag != quota.SafeKey(tc.tag) || key != "pause" {
 			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, pause, ok)
 		}
 	}

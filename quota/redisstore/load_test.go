@@ -240,10 +240,10 @@ var hostile = []string{
 	strings.Repeat("\x00", 10<<10), "valid-scope_1.2@x+y=z/w",
 }
 
-// maxKeyLen is the longest key a store with prefix can make: tag and key
-// parts are at most 64 bytes (or a 33-byte hash) and maxKeyPart.
+// maxKeyLen is the longest key a store with prefix can make: a tag and a
+// key, each at most quota.MaxKeyLen.
 func maxKeyLen(prefix string) int {
-	return len(prefix) + len("{") + 64 + len("}:") + len(pauseSpace) + maxKeyPart
+	return len(prefix) + len("{") + quota.MaxKeyLen + len("}:") + len(pauseSpace) + quota.MaxKeyLen
 }
 
 // checkKeys reads every key of prefix: it must be bounded, carry exactly

@@ -38,10 +38,6 @@ const (
 	// must not expire while the test's clock still needs it.
 	testSlack = int64(time.Hour / time.Millisecond)
 
-	// maxKeyPart is the longest item or pause key kept as it is: the
-	// longest quota.KeyOf can make, name and scope of 64 bytes each.
-	maxKeyPart = 2*64 + 1
-
 	// pauseSpace starts every pause key after the tag. "!" is outside
 	// quota.KeyOf's alphabet, so no item key can begin with it.
 	pauseSpace = "!pause:"
@@ -255,8 +251,7 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	if s.clock != nil {
 		nowArg = s.clock.Now().UnixMicro()
 	}
-	k := s.prefix + "{" + quota.SafeTag(tag) + "}:" + pauseSpace + safeKey(key)
-	v, err := s.run(ctx, pauseScript, []string{k}, []any{nowArg, s.slack, us})
+	v, err := s.run(ctx, pauseScript, []string{s.PauseKey(tag, key)}, []any{nowArg, s.slack, us})
 	if err != nil {
 		return s.fail(ctx, "pause", err)
 	}
@@ -425,15 +420,15 @@ func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
 // keys returns the Redis keys of req: its items, then its pauses. They
 // share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
-	tag := quota.SafeTag(req.Tag)
+	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
 	var partsBuf [8]string
 	parts := partsBuf[:0]
 	for i := range req.Items {
-		parts = append(parts, safeKey(req.Items[i].Key))
+		parts = append(parts, quota.SafeKey(req.Items[i].Key))
 	}
 	for _, p := range req.Pauses {
-		parts = append(parts, safeKey(p))
+		parts = append(parts, quota.SafeKey(p))
 	}
 	head := len(s.prefix) + len(tag) + len("{}:")
 	total := 0
@@ -465,24 +460,6 @@ func (s *Store) keys(req *quota.Request) []string {
 		start = end
 	}
 	return keys
-}
-
-// safeKey returns k when quota.KeyOf could have made it, and otherwise
-// quota.SafePart(k): a hash, which no key part can break out of.
-func safeKey(k string) string {
-	if len(k) > maxKeyPart {
-		return quota.SafePart(k)
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '_', c == '.', c == '@', c == '+', c == '=', c == '/', c == ':', c == '#':
-		default:
-			return quota.SafePart(k)
-		}
-	}
-	return k
 }
 
 // decision is a parsed reply of reserve.lua.
