@@ -217,8 +217,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	shadow := p.Mode == providers.Shadow
+	decider := deciderName(&q, rsv.Decider)
 	if !rsv.Allowed {
-		t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: deciderName(&q, rsv.Decider),
+		t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
 			Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 		if shadow {
 			return t.send(req, &res)
@@ -226,13 +227,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, &LimitError{
 			Provider:   p.Name,
-			Limit:      deciderName(&q, rsv.Decider),
+			Limit:      decider,
 			Scope:      deciderScope(&q, rsv.Decider),
 			RetryAfter: rsv.RetryAfter,
 			Deadline:   q.MaxWait < limit && rsv.RetryAfter <= limit,
 		}
 	}
-	t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: deciderName(&q, rsv.Decider),
+	t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
 		Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 	if rsv.Wait > 0 && !shadow {
 		if err := t.wait(ctx, rsv); err != nil {
@@ -288,13 +289,11 @@ func (t *Transport) fallback(ctx context.Context, p *providers.Provider, q *quot
 		lq := *q
 		lq.Items = make([]quota.Item, len(q.Items))
 		for i, it := range q.Items {
-			lq.Items[i] = quota.Item{Limit: t.scaledLimit(it.Limit, p.LocalShare), Key: it.Key}
-		}
-		if c := lq.Cost; c > 0 {
-			for _, it := range lq.Items {
-				c = min(c, it.Limit.Capacity())
-			}
-			lq.Cost = c // a share may be smaller than one costly request
+			it.Limit = t.scaledLimit(it.Limit, p.LocalShare)
+			// Each limit keeps its own cost, capped: a share may be
+			// smaller than one costly request.
+			it.Cost = min(q.CostOf(i), it.Limit.Capacity())
+			lq.Items[i] = it
 		}
 		rsv, err := t.local.Reserve(ctx, &lq)
 		if err != nil {
@@ -320,7 +319,6 @@ func (t *Transport) scaledLimit(l *quota.Limit, share float64) *quota.Limit {
 	if l.Burst > 0 {
 		s.Burst = max(1, int64(math.Floor(float64(l.Burst)*share)))
 	}
-	s.Name = l.Name
 	v, _ := t.scaled.LoadOrStore(l, &s)
 	return v.(*quota.Limit)
 }

@@ -548,3 +548,29 @@ providers:
 		t.Errorf("more tokens than the limit holds: got %v, want quota.ErrInvalid", err)
 	}
 }
+
+// While the store is down, the in-process limiter charges each limit its
+// own cost, as the store would: a request's tokens still count in full.
+func TestLocalFallbackKeepsPerLimitCosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `
+providers:
+  model:
+    hosts: [api.model.test]
+    on_limit: fail
+    on_store_error: local
+    local_share: 50%
+    limits:
+      - {name: rpm, limit: 100/min}
+      - {name: tpm, limit: 2000/min}
+`, throttle.WithStore(brokenStore{}))
+	tokens := throttle.WithLimitCost(context.Background(), "tpm", 600) // the local share of tpm holds 1,000
+	if _, err := f.do(tokens, "POST", "https://api.model.test/v1/chat"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.do(tokens, "POST", "https://api.model.test/v1/chat")
+	var le *throttle.LimitError
+	if !errors.As(err, &le) || le.Limit != "tpm" {
+		t.Fatalf("1,200 tokens against a local share of 1,000: got %v, want a refusal by tpm", err)
+	}
+}
