@@ -67,7 +67,7 @@ func SafeKey(s string) string {
 	}
 	for rest := s; ; {
 		part, after, more := strings.Cut(rest, ":")
-		if !isSafe(part) && !isHash(part) {
+		if !isSafe(part) && !IsHash(part) {
 			return SafePart(s)
 		}
 		if !more {
@@ -77,9 +77,10 @@ func SafeKey(s string) string {
 	}
 }
 
-// isHash reports whether s is a hash SafePart made: "#" and 32 lower-case
-// hex digits.
-func isHash(s string) bool {
+// IsHash reports whether s is a hash SafePart made: "#" and 32 lower-case
+// hex digits. A tool that reads keys back (an operator typing a value that
+// status showed hashed) uses it to take such a part as it is.
+func IsHash(s string) bool {
 	if len(s) != 33 || s[0] != '#' {
 		return false
 	}

@@ -57,6 +57,9 @@ func TestKeyOfDistinct(t *testing.T) {
 func TestSafeKey(t *testing.T) {
 	t.Parallel()
 	hashed := quota.SafePart("a tenant{with}braces")
+	if !quota.IsHash(hashed) || quota.IsHash("acct_1") || quota.IsHash("#"+strings.Repeat("G", 32)) {
+		t.Errorf("IsHash: a SafePart hash must be one, a kept value and upper-case hex must not")
+	}
 	keep := []string{"shopify", "shopify:store-9.example.com", "stripe:" + hashed, "github:acme"}
 	for _, tag := range keep {
 		if got := quota.SafeKey(tag); got != tag {

@@ -250,7 +250,7 @@ func findLimit(p *providers.Provider, name string) (*providers.Limit, error) {
 // quota.SafePart. A value shown by status as a hash ("#" and 32 hex
 // digits) is the key part already and is taken as it is.
 func scopePart(s providers.Scope, v string) string {
-	if isHashPart(v) {
+	if quota.IsHash(v) {
 		return v
 	}
 	switch s.Kind {
@@ -263,21 +263,6 @@ func scopePart(s providers.Scope, v string) string {
 		return ""
 	}
 	return quota.SafePart(v)
-}
-
-// isHashPart reports whether v is a key part that quota.SafePart made by
-// hashing: "#" and 32 lower-case hex digits.
-func isHashPart(v string) bool {
-	if len(v) != 33 || v[0] != '#' {
-		return false
-	}
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // spec formats a limit in the configuration's short form, with headroom
