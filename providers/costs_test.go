@@ -80,3 +80,40 @@ providers:
 		}
 	}
 }
+
+// Scope.Part makes of a typed value the key part Resolve makes of the same
+// value in a request.
+func TestScopePartMatchesResolve(t *testing.T) {
+	t.Parallel()
+	cfg, err := providers.Load("part.yaml", []byte(`
+providers:
+  shop:
+    hosts: ["*.shop.test"]
+    limits: [{name: rest, limit: 2/s burst 40, scope: host}]
+  pay:
+    hosts: [api.pay.test]
+    limits: [{name: global, limit: 100/s, scope: "header:Stripe-Account"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ url, header, typed string }{
+		{"https://Store-9.SHOP.test./x", "", "Store-9.SHOP.test."},
+		{"https://api.pay.test/x", "  acct_1 ", " acct_1"},
+		{"https://api.pay.test/x", "a b{c}", "a b{c}"},
+	} {
+		req, _ := http.NewRequest("GET", tc.url, nil)
+		if tc.header != "" {
+			req.Header.Set("Stripe-Account", tc.header)
+		}
+		res, ok, err := cfg.Resolve(req, providers.Input{})
+		if !ok || err != nil || len(res.Request.Items) != 1 {
+			t.Fatalf("Resolve %s: %v %v", tc.url, ok, err)
+		}
+		lim := &res.Provider.Limits[0]
+		_, key := res.Provider.StateKey(lim, lim.Scope.Part(tc.typed))
+		if key != res.Request.Items[0].Key {
+			t.Errorf("%q typed: key %q, Resolve made %q", tc.typed, key, res.Request.Items[0].Key)
+		}
+	}
+}

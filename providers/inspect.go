@@ -49,3 +49,14 @@ func (p *Provider) tag(part string) string {
 	}
 	return p.Name + ":" + part
 }
+
+// Part returns the key part that Resolve makes of the value v of scope s
+// (a host lower-cased without a final dot, a header value trimmed, then
+// quota.SafePart), or "" for an empty value: what StateKey and PauseKey
+// take, for a value an operator typed.
+func (s Scope) Part(v string) string {
+	if v = normalize(s, v); v == "" {
+		return ""
+	}
+	return quota.SafePart(v)
+}

@@ -272,7 +272,8 @@ func checkCost(r *quota.Request) error {
 	return nil
 }
 
-// scopeValue returns the request's value for a scope; "" means none.
+// scopeValue returns the request's value for a scope, normalised as its
+// key part is made from it (see normalize); "" means none.
 func scopeValue(s Scope, req *http.Request, in *Input) string {
 	switch s.Kind {
 	case ScopeBusiness:
@@ -280,7 +281,7 @@ func scopeValue(s Scope, req *http.Request, in *Input) string {
 	case ScopeHeader:
 		// Header.Get would canonicalise; the name already is canonical.
 		if v := req.Header[s.Name]; len(v) > 0 {
-			return strings.TrimSpace(v[0])
+			return normalize(s, v[0])
 		}
 	case ScopeLabel:
 		return in.Labels[s.Name]
@@ -290,15 +291,27 @@ func scopeValue(s Scope, req *http.Request, in *Input) string {
 			h = req.URL.Host
 		}
 		h, _ = splitHostPort(h)
-		h = strings.TrimSuffix(h, ".")
-		for i := 0; i < len(h); i++ {
-			if 'A' <= h[i] && h[i] <= 'Z' {
-				return strings.ToLower(h)
-			}
-		}
-		return h
+		return normalize(s, h)
 	}
 	return ""
+}
+
+// normalize is what a scope value goes through before it becomes a key
+// part: a host loses a final dot and is lower-cased (without allocating
+// when it already is), a header value loses surrounding space.
+func normalize(s Scope, v string) string {
+	switch s.Kind {
+	case ScopeHeader:
+		return strings.TrimSpace(v)
+	case ScopeHost:
+		v = strings.TrimSuffix(v, ".")
+		for i := 0; i < len(v); i++ {
+			if 'A' <= v[i] && v[i] <= 'Z' {
+				return strings.ToLower(v)
+			}
+		}
+	}
+	return v
 }
 
 // scratch holds a small stack's items and its pause in one allocation.

@@ -245,24 +245,14 @@ func findLimit(p *providers.Provider, name string) (*providers.Limit, error) {
 }
 
 // scopePart returns the key part of a scope value typed by an operator, as
-// Resolve would make it from a request: a host in lower case without a
-// final dot, a header value without surrounding space, then
-// quota.SafePart. A value shown by status as a hash ("#" and 32 hex
-// digits) is the key part already and is taken as it is.
+// Resolve would make it from a request (providers.Scope.Part). A value
+// shown by status as a hash ("#" and 32 hex digits) is the key part
+// already and is taken as it is.
 func scopePart(s providers.Scope, v string) string {
 	if quota.IsHash(v) {
 		return v
 	}
-	switch s.Kind {
-	case providers.ScopeHost:
-		v = strings.ToLower(strings.TrimSuffix(v, "."))
-	case providers.ScopeHeader:
-		v = strings.TrimSpace(v)
-	}
-	if v == "" {
-		return ""
-	}
-	return quota.SafePart(v)
+	return s.Part(v)
 }
 
 // spec formats a limit in the configuration's short form, with headroom
