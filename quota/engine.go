@@ -1,6 +1,9 @@
 package quota
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // This file is the decision math of package doc "The decision", on state
 // held in memory. It takes now as a parameter and never reads a clock.
@@ -13,10 +16,20 @@ const maxRounds = 16
 
 // cell is the state of one key.
 type cell struct {
-	tat   int64 // GCRA: theoretical arrival time, µs
-	until int64 // pause: paused until, µs
-	wins  []win // Window: counts of windows that have not ended
+	tat   int64  // GCRA: theoretical arrival time, µs
+	until int64  // pause: paused until, µs
+	wins  []win  // Window: counts of windows that have not ended
+	holes []hole // GCRA: cancelled reservations not given back yet; see cancel
 }
+
+// hole is a GCRA reservation cancelled while a later one still held the
+// key: the tat it set (mark) and the stored tat it replaced (prev).
+type hole struct{ mark, prev int64 }
+
+// mark is what Cancel needs of one limit of a reservation: for GCRA the
+// tat the reservation set and the stored tat it replaced, for a window the
+// start of the window charged (in set).
+type mark struct{ set, prev int64 }
 
 // win is the count of one calendar window [start, end).
 type win struct{ start, end, count int64 }
@@ -86,6 +99,7 @@ type item struct {
 	c    *cell
 	cost int64 // what the request counts for in this limit
 	tat  int64 // GCRA: max(stored tat, now)
+	prev int64 // GCRA: the stored tat as read, before this decision
 	T    int64 // GCRA: emission interval
 	dvt  int64 // GCRA: tolerance
 	h    horizon
@@ -95,7 +109,7 @@ func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 	it.lim, it.c, it.cost = lim, c, cost
 	if lim.Kind == GCRA {
 		it.T, it.dvt = lim.Interval(), lim.Tolerance()
-		it.tat = max(c.tat, now)
+		it.tat, it.prev = max(c.tat, now), c.tat
 		return
 	}
 	it.h = horizonAt(lim.Calendar, now)
@@ -146,22 +160,22 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	return t, decider, false
 }
 
-// charge books each item's cost at t and returns per limit the mark
-// Cancel needs: the tat set (GCRA) or the window start charged (Window).
-func charge(items []item, now, t int64, marks []int64) {
+// charge books each item's cost at t and returns in marks (when not nil)
+// per limit what Cancel needs.
+func charge(items []item, now, t int64, marks []mark) {
 	for i := range items {
 		it := &items[i]
 		if it.lim.Kind == GCRA {
 			it.c.tat = max(it.tat, t) + it.cost*it.T
 			if marks != nil {
-				marks[i] = it.c.tat
+				marks[i] = mark{set: it.c.tat, prev: it.prev}
 			}
 			continue
 		}
 		j := it.h.slot(t)
 		it.c.add(it.h[j], it.h[j+1], it.cost, now)
 		if marks != nil {
-			marks[i] = it.h[j]
+			marks[i] = mark{set: it.h[j]}
 		}
 	}
 }
@@ -191,23 +205,73 @@ func (it *item) status(now, t int64, allowed bool) Status {
 
 // refund gives back what Cancel may, per package doc "Cancel": now is the
 // store's time, t the reserved slot, marks what charge returned.
-func refund(items []item, now, t int64, marks []int64) {
+func refund(items []item, now, t int64, marks []mark) {
 	if now >= t {
 		return
 	}
 	for i := range items {
 		it := &items[i]
 		if it.lim.Kind == GCRA {
-			own := it.cost * it.T
-			later := min(max(it.c.tat-marks[i], 0), own)
-			it.c.tat -= own - later
+			it.c.cancel(marks[i], now)
 			continue
 		}
 		for k := range it.c.wins {
 			w := &it.c.wins[k]
-			if w.start == marks[i] && now < w.end {
+			if w.start == marks[i].set && now < w.end {
 				w.count = max(w.count-it.cost, 0)
 			}
 		}
+	}
+}
+
+// cancel takes back the GCRA charge of a reservation whose slot has not
+// come, which set the tat to m.set over m.prev (package doc "Cancel").
+//
+// When the stored tat is m.set, the reservation is the last one charged to
+// the key: every reservation made after it is gone. The tat goes back to
+// m.prev; then, while a hole (a reservation cancelled earlier while a later
+// one held the key) has the tat as its mark, to that hole's prev: the
+// state as if none of them had been made. Why tat == m.set means no later
+// reservation is live: a reservation sets the tat above the one it read
+// (a cost is at least 1 and T at least 1µs), so along the reservations
+// charged since the key was last idle the marks only grow; the tat only
+// falls here, by going back over reservations that are all cancelled and
+// stopping at the mark of a live one (or below now). So the tat is always
+// the mark of the latest reservation not taken back, marks are unique among
+// those, and tat == m.set says that reservation is this one.
+//
+// When the tat is above m.set, a later reservation holds the key: its slot
+// may have been set by another limit or a pause above this tat (a jump),
+// so nothing of this charge can come back safely now. It is kept as a hole
+// until the tat comes back down to it. A hole whose mark time has passed
+// no longer matters (the tat can only come back to a time not yet passed).
+//
+// When the tat is below m.set, the state has been forgotten or reset since:
+// there is nothing to give back.
+func (c *cell) cancel(m mark, now int64) {
+	kept := c.holes[:0]
+	for _, h := range c.holes {
+		if h.mark > now {
+			kept = append(kept, h)
+		}
+	}
+	c.holes = kept
+	switch {
+	case c.tat == m.set:
+		tat := m.prev
+		for tat > now {
+			j := slices.IndexFunc(c.holes, func(h hole) bool { return h.mark == tat })
+			if j < 0 {
+				break
+			}
+			tat = c.holes[j].prev
+			c.holes = slices.Delete(c.holes, j, j+1)
+		}
+		if tat <= now { // idle
+			tat, c.holes = 0, nil
+		}
+		c.tat = tat
+	case c.tat > m.set:
+		c.holes = append(c.holes, hole{mark: m.set, prev: m.prev})
 	}
 }

@@ -175,9 +175,9 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	var cancel func(context.Context) error
 	if res.Allowed {
 		res.Wait = time.Duration(t-now) * time.Microsecond
-		var marks []int64
+		var marks []mark
 		if t > now {
-			marks = make([]int64, len(items))
+			marks = make([]mark, len(items))
 			cancel = m.canceller(tag, req, t, marks)
 		}
 		charge(items, now, t, marks)
@@ -192,7 +192,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 
 // canceller returns the Cancel of a reservation at slot t. It keeps its own
 // copy of the stack, since the caller may reuse req.
-func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []int64) func(context.Context) error {
+func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark) func(context.Context) error {
 	stack := append([]Item(nil), req.Items...)
 	costs := make([]int64, len(stack))
 	for i := range stack {
@@ -207,9 +207,6 @@ func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []int64
 		for i := range stack {
 			items[i].lim, items[i].cost = stack[i].Limit, costs[i]
 			items[i].c = s.cell(tag, stack[i].Key, now)
-			if items[i].lim.Kind == GCRA {
-				items[i].T = items[i].lim.Interval()
-			}
 		}
 		refund(items, now, t, marks)
 		return nil

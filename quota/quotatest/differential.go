@@ -28,7 +28,12 @@ func templates() []*quota.Limit {
 // Differential draws random stacks and a random sequence of reserves,
 // cancels, pauses and clock steps from seed, runs it on a fresh store from
 // each factory and on the Model, and fails at the first decision on which
-// any of them disagree.
+// any of them disagree, or as soon as what was admitted exceeds a limit
+// (Model.Check). Among the steps are fan-outs (many waiters reserving the
+// same stack at once) and cancels of random subsets of the waiters in
+// random order, as an errgroup's waiters cancel when its context ends;
+// stacks of limits of different rates and pauses give slots set by another
+// limit than the one charged.
 func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x7468726f74746c65))
@@ -46,61 +51,100 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 	}
 	var reservations []held
 	tags := []string{"p", "q"}
+	where := func(n int) string { return fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now()) }
+	cancel := func(n int, h held) {
+		model.Cancel(h.model, clock.Now())
+		for i, r := range h.store {
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatalf("%s: store %d Cancel: %v", where(n), i, err)
+			}
+		}
+	}
+	reserve := func(n int, req quota.Request) {
+		want := model.Reserve(req, clock.Now())
+		h := held{model: want}
+		for i, st := range stores {
+			got, err := st.Reserve(ctx, &req)
+			if err != nil {
+				t.Fatalf("%s: store %d Reserve: %v", where(n), i, err)
+			}
+			if msg := compare(got, want); msg != "" {
+				t.Fatalf("%s: store %d and the model disagree on %s: %s", where(n), i, describe(&req), msg)
+			}
+			h.store = append(h.store, got)
+		}
+		if want.Allowed && want.Wait > 0 {
+			reservations = append(reservations, h)
+		}
+	}
+	check := func(n int) {
+		if err := model.Check(); err != nil {
+			t.Fatalf("%s: over-admitted: %v", where(n), err)
+		}
+	}
 	for n := 0; n < steps; n++ {
-		where := fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now())
-		switch op := rng.IntN(20); {
+		switch op := rng.IntN(22); {
 		case op < 3:
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
 		case op == 3:
 			clock.Advance(time.Duration(rng.Int64N(int64(3 * time.Hour))))
 		case op == 4 && len(reservations) > 0:
-			h := reservations[rng.IntN(len(reservations))]
-			model.Cancel(h.model, clock.Now())
-			for i, r := range h.store {
-				if err := r.Cancel(ctx); err != nil {
-					t.Fatalf("%s: store %d Cancel: %v", where, i, err)
-				}
-			}
+			cancel(n, reservations[rng.IntN(len(reservations))])
+			check(n)
 		case op == 5:
 			tag, d := tags[rng.IntN(2)], time.Duration(rng.Int64N(int64(3*time.Second)))
 			model.Pause(tag, "pause", d, clock.Now())
 			for i, st := range stores {
 				if err := st.Pause(ctx, tag, "pause", d); err != nil {
-					t.Fatalf("%s: store %d Pause: %v", where, i, err)
+					t.Fatalf("%s: store %d Pause: %v", where(n), i, err)
 				}
 			}
+		case op == 6: // a fan-out: waiters for the same stack at once
+			req := randomRequest(rng, lims, tags)
+			req.MaxWait = 10 * time.Second
+			for k := 2 + rng.IntN(12); k > 0; k-- {
+				reserve(n, req)
+			}
+		case op == 7: // a random subset of the waiters cancels, in random order
+			for _, i := range rng.Perm(len(reservations)) {
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				if rng.IntN(4) == 0 {
+					clock.Advance(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
+				}
+				cancel(n, reservations[i])
+			}
+			check(n)
 		default:
-			req := quota.Request{Tag: tags[rng.IntN(2)], Pauses: []string{"pause"}}
-			capacity := int64(1 << 30)
-			for _, i := range rng.Perm(len(lims))[:1+rng.IntN(3)] {
-				it := quota.Item{Limit: lims[i], Key: lims[i].Name}
-				if rng.IntN(3) == 0 { // a cost of its own
-					it.Cost = 1 + rng.Int64N(min(lims[i].Capacity(), 4))
-				} else {
-					capacity = min(capacity, lims[i].Capacity())
-				}
-				req.Items = append(req.Items, it)
-			}
-			req.Cost = 1 + rng.Int64N(min(capacity, 3))
+			req := randomRequest(rng, lims, tags)
 			waits := []time.Duration{0, 0, 300 * time.Millisecond, 2 * time.Second, 2 * time.Hour}
 			req.MaxWait = waits[rng.IntN(len(waits))]
-			want := model.Reserve(req, clock.Now())
-			h := held{model: &want}
-			for i, st := range stores {
-				got, err := st.Reserve(ctx, &req)
-				if err != nil {
-					t.Fatalf("%s: store %d Reserve: %v", where, i, err)
-				}
-				if msg := compare(got, &want); msg != "" {
-					t.Fatalf("%s: store %d and the model disagree on %s: %s", where, i, describe(&req), msg)
-				}
-				h.store = append(h.store, got)
-			}
-			if want.Allowed && want.Wait > 0 {
-				reservations = append(reservations, h)
-			}
+			reserve(n, req)
+		}
+		if len(reservations) > 200 { // the oldest are mostly due; the rest just go
+			reservations = append(reservations[:0], reservations[100:]...)
 		}
 	}
+	check(steps)
+}
+
+// randomRequest draws a stack of one to three limits with random costs,
+// naming the tag's pause.
+func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Request {
+	req := quota.Request{Tag: tags[rng.IntN(2)], Pauses: []string{"pause"}}
+	capacity := int64(1 << 30)
+	for _, i := range rng.Perm(len(lims))[:1+rng.IntN(3)] {
+		it := quota.Item{Limit: lims[i], Key: lims[i].Name}
+		if rng.IntN(3) == 0 { // a cost of its own
+			it.Cost = 1 + rng.Int64N(min(lims[i].Capacity(), 4))
+		} else {
+			capacity = min(capacity, lims[i].Capacity())
+		}
+		req.Items = append(req.Items, it)
+	}
+	req.Cost = 1 + rng.Int64N(min(capacity, 3))
+	return req
 }
 
 func compare(got *quota.Reservation, want *ModelReservation) string {

@@ -1,6 +1,9 @@
 package quotatest
 
 import (
+	"cmp"
+	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -11,17 +14,47 @@ import (
 // from the design and deliberately unlike the stores: instead of a
 // fixpoint it lists every time at which the answer can change (now, the
 // pause's end, each GCRA limit's earliest time, each window boundary) and
-// takes the first at which every limit admits. It keeps no TTLs and is not
-// safe for concurrent use. Differential compares stores against it.
+// takes the first at which every limit admits. Nor does it keep a GCRA
+// key's tat: it keeps the charges that make it up and folds them (see
+// charges.tat), so that Cancel is the design's rule itself rather than the
+// stores' bookkeeping of it. It keeps no TTLs and is not safe for
+// concurrent use. Differential compares stores against it, and Check
+// verifies that what it admitted never exceeds a limit.
 type Model struct {
-	tat   map[string]int64
+	gcra  map[string]*charges
 	count map[string]map[int64]int64
 	pause map[string]int64
+	// admitted is every reservation admitted, for Check.
+	admitted []*ModelReservation
+}
+
+// charges is the state of a GCRA key: the reservations charged to it, in
+// the order they were made, from the last time it was idle. A cancelled
+// reservation's charge is taken out once every charge made after it has
+// been taken out too (the design's Reservation rule: a cancelled slot
+// comes back once every reservation after it is gone); until then it
+// stays, at the slot it was given.
+type charges []*charge
+
+type charge struct {
+	slot      int64 // the reserved time, µs
+	occupy    int64 // cost * T, µs
+	cancelled bool
+}
+
+// tat folds the charges, as GCRA charges each reservation at its slot:
+// tat = max(tat, slot) + cost*T.
+func (cs charges) tat() int64 {
+	var tat int64
+	for _, c := range cs {
+		tat = max(tat, c.slot) + c.occupy
+	}
+	return tat
 }
 
 // NewModel returns an empty Model.
 func NewModel() *Model {
-	return &Model{tat: map[string]int64{}, count: map[string]map[int64]int64{}, pause: map[string]int64{}}
+	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{}, pause: map[string]int64{}}
 }
 
 // ModelReservation is what the Model decided, with what Cancel needs.
@@ -30,10 +63,12 @@ type ModelReservation struct {
 	// Beyond is true when the first admitting time lies past the three
 	// windows a store looks at: the stores deny such a request with a
 	// RetryAfter that is only a lower bound, so it is not compared.
-	Beyond bool
-	slot   int64
-	marks  []int64
-	req    quota.Request
+	Beyond    bool
+	slot      int64
+	charges   []*charge // per item: the GCRA charge, nil for a window
+	starts    []int64   // per item: the window start charged
+	cancelled bool      // cancelled before its slot: it never went
+	req       quota.Request
 }
 
 func keyOf(tag, key string) string { return tag + "\x00" + key }
@@ -51,7 +86,7 @@ func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
 	cost := req.CostOf(i)
 	k := keyOf(req.Tag, it.Key)
 	if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat[k], now)
+		tat := max(m.tat(k), now)
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	}
 	start, _ := bounds(it.Limit.Calendar, t)
@@ -59,7 +94,7 @@ func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
 }
 
 // Reserve decides req at now.
-func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
+func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	n := micros(now)
 	var paused int64
 	for _, p := range req.Pauses {
@@ -71,7 +106,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		if it.Limit.Kind == quota.GCRA {
-			tat := max(m.tat[k], n)
+			tat := max(m.tat(k), n)
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			continue
 		}
@@ -102,7 +137,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 			break
 		}
 	}
-	r := ModelReservation{req: req}
+	r := &ModelReservation{req: req}
 	r.Limits = make([]quota.Status, len(req.Items))
 	r.Beyond = slot < 0 || slot >= horizon
 	r.Allowed = !r.Beyond && slot-n <= req.MaxWait.Microseconds()
@@ -117,13 +152,22 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 	}
 	r.slot = slot
 	r.Wait = time.Duration(slot-n) * time.Microsecond
-	r.marks = make([]int64, len(req.Items))
+	r.charges = make([]*charge, len(req.Items))
+	r.starts = make([]int64, len(req.Items))
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		cost := req.CostOf(i)
 		if it.Limit.Kind == quota.GCRA {
-			m.tat[k] = max(m.tat[k], n, slot) + cost*it.Limit.Interval()
-			r.marks[i] = m.tat[k]
+			cs := m.gcra[k]
+			if cs == nil {
+				cs = &charges{}
+				m.gcra[k] = cs
+			}
+			if cs.tat() <= n { // idle: no charge can matter any more
+				*cs = (*cs)[:0]
+			}
+			r.charges[i] = &charge{slot: slot, occupy: cost * it.Limit.Interval()}
+			*cs = append(*cs, r.charges[i])
 			continue
 		}
 		s, _ := bounds(it.Limit.Calendar, slot)
@@ -131,8 +175,9 @@ func (m *Model) Reserve(req quota.Request, now time.Time) ModelReservation {
 			m.count[k] = map[int64]int64{}
 		}
 		m.count[k][s] += cost
-		r.marks[i] = s
+		r.starts[i] = s
 	}
+	m.admitted = append(m.admitted, r)
 	for i := range req.Items {
 		r.Limits[i] = m.status(&req, i, n, slot)
 	}
@@ -145,7 +190,7 @@ func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
 	if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat[k], now)
+		tat := max(m.tat(k), now)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
 		if d >= 0 {
@@ -160,26 +205,101 @@ func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
 	return quota.Status{Remaining: max(rem, 0), ResetAfter: time.Duration(max(reset, 0)) * time.Microsecond}
 }
 
+// tat is the GCRA state of key k.
+func (m *Model) tat(k string) int64 {
+	if cs := m.gcra[k]; cs != nil {
+		return cs.tat()
+	}
+	return 0
+}
+
 // Cancel gives back what the design says a cancel at now gives back.
 func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	n := micros(now)
-	if !r.Allowed || r.marks == nil || n >= r.slot {
+	if !r.Allowed || r.cancelled || n >= r.slot {
 		return
 	}
+	r.cancelled = true
 	for i, it := range r.req.Items {
 		k := keyOf(r.req.Tag, it.Key)
-		cost := r.req.CostOf(i)
 		if it.Limit.Kind == quota.GCRA {
-			own := cost * it.Limit.Interval()
-			later := min(max(m.tat[k]-r.marks[i], 0), own)
-			m.tat[k] -= own - later
+			r.charges[i].cancelled = true
+			cs := m.gcra[k]
+			for len(*cs) > 0 && (*cs)[len(*cs)-1].cancelled {
+				*cs = (*cs)[:len(*cs)-1]
+			}
 			continue
 		}
-		if _, e := bounds(it.Limit.Calendar, r.marks[i]); n < e {
-			m.count[k][r.marks[i]] = max(m.count[k][r.marks[i]]-cost, 0)
+		if _, e := bounds(it.Limit.Calendar, r.starts[i]); n < e {
+			m.count[k][r.starts[i]] = max(m.count[k][r.starts[i]]-r.req.CostOf(i), 0)
 		}
 	}
-	r.marks = nil
+}
+
+// Check returns an error when what the model admitted exceeds a limit. It
+// looks at every admitted reservation that went or may still go (all but
+// those cancelled before their slot) and requires, per key, for a GCRA
+// limit that any of them at slots x <= y with costs summing to c in [x, y]
+// have c*T <= y - x + DVT (the GCRA bound: a burst of Burst, then one per
+// T), and for a window that the costs whose slot lies in one window sum to
+// at most its rate. It assumes that a key is always named with the same
+// limit, as Differential does.
+func (m *Model) Check() error {
+	type event struct{ slot, cost int64 }
+	type keyed struct {
+		lim    *quota.Limit
+		events []event
+	}
+	keys := map[string]*keyed{}
+	var order []string
+	for _, r := range m.admitted {
+		if r.cancelled {
+			continue
+		}
+		for i, it := range r.req.Items {
+			k := keyOf(r.req.Tag, it.Key)
+			kd := keys[k]
+			if kd == nil {
+				kd = &keyed{lim: it.Limit}
+				keys[k] = kd
+				order = append(order, k)
+			}
+			kd.events = append(kd.events, event{r.slot, r.req.CostOf(i)})
+		}
+	}
+	for _, k := range order {
+		kd := keys[k]
+		l := kd.lim
+		if l.Kind == quota.GCRA {
+			// With events sorted by slot and P the sum of costs before
+			// event i, the bound for events i..j is
+			// (T*P_(j+1) - slot_j) - (T*P_i - slot_i) <= DVT: keep the
+			// least T*P_i - slot_i seen.
+			ev := kd.events
+			slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
+			T, dvt := l.Interval(), l.Tolerance()
+			var sum int64
+			least := int64(math.MaxInt64)
+			for _, e := range ev {
+				least = min(least, T*sum-e.slot)
+				sum += e.cost
+				if over := T*sum - e.slot - least; over > dvt {
+					return fmt.Errorf("limit %s key %q: admitted %dµs of GCRA charge beyond the bound in a span ending at slot %v",
+						l.Name, k, over-dvt, time.UnixMicro(e.slot))
+				}
+			}
+			continue
+		}
+		per := map[int64]int64{}
+		for _, e := range kd.events {
+			s, _ := bounds(l.Calendar, e.slot)
+			if per[s] += e.cost; per[s] > l.Rate {
+				return fmt.Errorf("limit %s key %q: admitted %d in the window starting %v, above its rate %d",
+					l.Name, k, per[s], time.UnixMicro(s), l.Rate)
+			}
+		}
+	}
+	return nil
 }
 
 // Pause pauses key in tag until now + d, never shortening a pause.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -157,13 +158,55 @@ func cases() []conformanceCase {
 				{cancel: 2},
 				{maxWait: 3 * time.Second, ok: true, wait: 3 * time.Second, decider: 0},
 			}},
-		{name: "cancel with a later cheaper reservation gives back the difference", limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+		{name: "cancel with a later cheaper reservation gives nothing back until that one is cancelled too",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
 			steps: []step{
 				{cost: 10, ok: true, decider: noD},
 				{cost: 5, maxWait: time.Second, ok: true, wait: 500 * time.Millisecond, decider: 0},
 				{cost: 2, maxWait: time.Second, ok: true, wait: 700 * time.Millisecond, decider: 0},
-				{cancel: 2}, // 200ms of it is depended on, 300ms comes back
-				{maxWait: time.Second, ok: true, wait: 500 * time.Millisecond, decider: 0},
+				{cancel: 2},
+				// a denial charges nothing: it shows the tat is still 1.7s
+				{cost: 5, ok: false, wait: 1200 * time.Millisecond, decider: 0},
+				{cancel: 3},
+				{cost: 5, ok: false, wait: 500 * time.Millisecond, decider: 0},
+			}},
+		{name: "cancels in any order give every slot back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: 5 * time.Second, ok: true, wait: time.Second, decider: 0},
+				{maxWait: 5 * time.Second, ok: true, wait: 2 * time.Second, decider: 0},
+				{maxWait: 5 * time.Second, ok: true, wait: 3 * time.Second, decider: 0},
+				{cancel: 2},
+				{cancel: 3},
+				{cancel: 4},
+				{maxWait: 5 * time.Second, ok: true, wait: time.Second, decider: 0},
+			}},
+		{name: "a live reservation after cancelled ones holds them until it is cancelled",
+			limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
+			steps: []step{
+				{ok: true, decider: noD},
+				{maxWait: 5 * time.Second, ok: true, wait: time.Second, decider: 0},
+				{maxWait: 5 * time.Second, ok: true, wait: 2 * time.Second, decider: 0},
+				{maxWait: 5 * time.Second, ok: true, wait: 3 * time.Second, decider: 0},
+				{cancel: 2},
+				{cancel: 4}, // back to the live reservation 3; 2 stays held
+				{ok: false, wait: 3 * time.Second, decider: 0},
+				{cancel: 3}, // 3 and the slot of 2 come back
+				{ok: false, wait: time.Second, decider: 0},
+			}},
+		{name: "a cancel never gives back what a later reservation set by a pause needs",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				// the tat goes to 1s, then to 2s
+				{cost: 10, ok: true, decider: noD},
+				{cost: 10, maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: 0},
+				{pause: 2300 * time.Millisecond},
+				// the pause, not the limit, sets this slot: 2.3s, tat 2.5s
+				{cost: 2, maxWait: 3 * time.Second, ok: true, wait: 2300 * time.Millisecond, decider: paused},
+				// nothing may come back: the reservation of step 4 still goes at
+				// 2.3s and needs the tat at 2.5s
+				{cancel: 2},
+				{after: 2300 * time.Millisecond, cost: 10, maxWait: time.Second, ok: true, wait: 200 * time.Millisecond, decider: 0},
 			}},
 		{name: "cancel after the slot's time gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
 			steps: []step{
@@ -243,6 +286,10 @@ func Run(t *testing.T, newStore NewStore) {
 	})
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
+	t.Run("Cancelled together", func(t *testing.T) {
+		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)
+		testCancelledTogether(t, newStore, 300, time.Minute, 2*time.Second)
+	})
 	t.Run("Differential", func(t *testing.T) {
 		for seed := int64(1); seed <= 4; seed++ {
 			Differential(t, seed, 300, newStore)
@@ -353,5 +400,55 @@ func testSeparate(t *testing.T, newStore NewStore) {
 				t.Fatalf("tag %q key %q: first request got (%+v, %v), want allowed: state leaked between keys", tag, key, res, err)
 			}
 		}
+	}
+}
+
+// testCancelledTogether: n waiters on 10/s burst 1 reserve at once with max
+// wait maxWait; over the next span (on the clock), every one of them
+// cancels, in random order, as an errgroup's waiters do when its context
+// ends. The ones whose slot had come went; every other slot must come back,
+// so that a fresh request right after the last one that went is admitted at
+// once.
+func testCancelledTogether(t *testing.T, newStore NewStore, n int, maxWait, span time.Duration) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	req := quota.Request{Tag: "together", Items: []quota.Item{{Limit: gcra("slow", 10, time.Second, 1), Key: "slow"}}, MaxWait: maxWait}
+	waiters := make([]*quota.Reservation, n)
+	reserve := func() quota.Result {
+		t.Helper()
+		r := req
+		res, err := st.Reserve(ctx, &r)
+		if err != nil {
+			t.Fatalf("%d waiters: Reserve: %v", n, err)
+		}
+		return res.Result
+	}
+	for i := range waiters {
+		r := req
+		res, err := st.Reserve(ctx, &r)
+		if err != nil || !res.Allowed || res.Wait != time.Duration(i)*100*time.Millisecond {
+			t.Fatalf("%d waiters: waiter %d got (%+v, %v), want admitted with a wait of %v", n, i, res, err, time.Duration(i)*100*time.Millisecond)
+		}
+		waiters[i] = res
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), 1))
+	var lastSent time.Duration // the slot of the latest waiter that went
+	for k, i := range rng.Perm(n) {
+		clock.Set(start.Add(span * time.Duration(k+1) / time.Duration(n)))
+		if waiters[i].Wait <= clock.Now().Sub(start) {
+			lastSent = max(lastSent, waiters[i].Wait)
+		}
+		if err := waiters[i].Cancel(ctx); err != nil {
+			t.Fatalf("%d waiters: Cancel of waiter %d: %v", n, i, err)
+		}
+	}
+	clock.Set(start.Add(lastSent + 100*time.Millisecond))
+	if res := reserve(); !res.Allowed || res.Wait != 0 {
+		t.Fatalf("%d waiters cancelled in random order: a fresh request 100ms after the last slot used got %+v, want admitted at once: cancelled slots stayed reserved",
+			n, res)
+	}
+	if res := reserve(); !res.Allowed || res.Wait != 100*time.Millisecond {
+		t.Fatalf("%d waiters: the request after it got %+v, want a wait of 100ms", n, res)
 	}
 }

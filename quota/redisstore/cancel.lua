@@ -2,17 +2,51 @@
 cancel.lua gives back what an admitted reservation may, per package
 quota's doc, "Cancel". Numbers, clock and TTLs are as in reserve.lua.
 
-If the slot time has come, nothing is given back. Otherwise each GCRA limit
-gives back the part of its cost that no later reservation depends on:
-later = clamp(stored tat - tat this reservation set, 0, cost*T), refund =
-cost*T - later; a tat moved back to or before now is idle, so the key is
-deleted. Each window gives the cost back to the window it was charged to,
-while that window has not ended, never taking a count below zero.
+If the slot time has come, nothing is given back. Otherwise each window
+gives the cost back to the window it was charged to, while that window has
+not ended, never taking a count below zero; and each GCRA limit compares
+its stored tat (cur) with the tat this reservation set (mark):
 
-KEYS  1..n   the reservation's item keys, in stack order
+  cur == mark  the reservation is the last one charged to the key: every
+               reservation made after it is gone (see below). The tat goes
+               back to prev, the stored tat this reservation replaced;
+               then, while a hole has the tat as its mark, to that hole's
+               prev: the state as if none of them had been made, whatever
+               limit or pause set their slots. A tat back at or before now
+               is idle: the key and its holes are deleted.
+  cur > mark   a later reservation holds the key. Its slot may have been
+               set by another limit or a pause above this tat (a jump), so
+               no part of this charge can come back safely now: it is kept
+               as a hole (mark -> prev) until the tat comes back down to it,
+               when the later reservations are cancelled too.
+  cur < mark   the state was forgotten or reset since (expiry, an
+               operator's Reset): nothing to give back.
+
+Why cur == mark means every later reservation is gone: a reservation sets
+the tat above the one it read (cost >= 1, T >= 1µs), so along the
+reservations charged since the key was last idle the marks only grow; the
+tat only falls here, going back over reservations that are all cancelled
+and stopping at the mark of a live one (or below now). So the stored tat is
+always the mark of the latest reservation not taken back, marks are unique
+among those, and cur == mark says that reservation is this one.
+
+Holes live in a sorted set beside the item key, in its hash tag (see
+Store.cancelledKey): score = the hole's mark, member = its prev. A hole
+whose mark has passed cannot be reached any more (the tat only comes back
+to a time not yet passed), so every write first drops those, with one
+ZREMRANGEBYSCORE; the set expires with its latest mark. (A hash from mark
+to prev could not drop them without reading every field, and on a key
+whose queue never drains every new hole would extend its TTL: passed
+holes would pile up.) Members are unique: the prevs of holes not passed
+are marks of distinct reservations. reserve.lua never reads the set.
+
+KEYS  1..n   the reservation's item keys, in stack order; then, per GCRA
+             item in stack order, its holes key
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
-      then per item either
-        "g", cost, T (µs), the tat this reservation set (µs), or
+      4 n; then per item either
+        "g", mark, prev (µs)      a GCRA limit: the tat this reservation
+                                  set and the stored tat it replaced, as
+                                  reserve.lua replied them, or
         "w", cost, the window start charged (µs, as reserve.lua wrote it),
              that window's end (µs)
       where cost is what the reservation counted for in that limit
@@ -29,30 +63,51 @@ end
 local slack = tonumber(ARGV[2])
 local t = tonumber(ARGV[3])
 if now >= t then return 0 end
+local n = tonumber(ARGV[4])
 
-local a = 4
-for i = 1, #KEYS do
-  local cost = tonumber(ARGV[a + 1])
+local function ttl(d)
+  return math.ceil(d / 1000) + slack
+end
+
+local a, h = 5, n + 1
+for i = 1, n do
   if ARGV[a] == 'g' then
-    local own = cost * tonumber(ARGV[a + 2])
-    local mark = tonumber(ARGV[a + 3])
+    local mark = tonumber(ARGV[a + 1])
+    local holes = KEYS[h]
+    h = h + 1
     local cur = tonumber(redis.call('GET', KEYS[i])) or 0
-    local later = math.min(math.max(cur - mark, 0), own)
-    local refund = own - later
-    if refund > 0 then
-      local set = cur - refund
-      if set > now then
-        redis.call('SET', KEYS[i], set, 'PX', math.ceil((set - now) / 1000) + slack)
+    if cur == mark then
+      redis.call('ZREMRANGEBYSCORE', holes, '-inf', now)
+      local tat = tonumber(ARGV[a + 2])
+      while tat > now do
+        local hole = redis.call('ZRANGE', holes, tat, tat, 'BYSCORE', 'LIMIT', 0, 1)
+        if #hole == 0 then break end
+        redis.call('ZREM', holes, hole[1])
+        tat = tonumber(hole[1])
+      end
+      if tat > now then
+        redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
       else
-        redis.call('DEL', KEYS[i])
+        redis.call('DEL', KEYS[i], holes)
+      end
+    elseif cur > mark then
+      redis.call('ZREMRANGEBYSCORE', holes, '-inf', now)
+      redis.call('ZADD', holes, mark, ARGV[a + 2])
+      local px = ttl(mark - now)
+      local left = redis.call('PTTL', holes)
+      if left > px then px = left end
+      redis.call('PEXPIRE', holes, px)
+    end
+    a = a + 3
+  else
+    if now < tonumber(ARGV[a + 3]) then
+      local cost = tonumber(ARGV[a + 1])
+      local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 2]))
+      if count and count > 0 then
+        redis.call('HINCRBY', KEYS[i], ARGV[a + 2], -math.min(cost, count))
       end
     end
-  elseif now < tonumber(ARGV[a + 3]) then
-    local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 2]))
-    if count and count > 0 then
-      redis.call('HINCRBY', KEYS[i], ARGV[a + 2], -math.min(cost, count))
-    end
+    a = a + 4
   end
-  a = a + 4
 end
 return 1

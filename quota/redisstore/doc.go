@@ -18,6 +18,7 @@
 //
 //	<prefix>{<tag>}:<item key>
 //	<prefix>{<tag>}:!pause:<pause key>
+//	<prefix>{<tag>}:!cancelled:<item key>
 //
 // where tag and keys pass through quota.SafeKey. The braces are a Redis
 // Cluster hash tag, so every key of one decision lives in one slot and the
@@ -28,8 +29,11 @@
 // or grows without bound. Pause keys live in their own "!pause:" namespace, which no
 // item key can enter. A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
-// and a pause key holds paused-until (µs). Every key expires when its state
-// is back to idle. A key keeps one kind: the same key used by a GCRA limit
+// and a pause key holds paused-until (µs). A "!cancelled:" key is written
+// only by Cancel: a sorted set of the GCRA item's reservations cancelled
+// while a later one still held it, which come back once that one is
+// cancelled too (see cancel.lua). Every key expires when its state is back
+// to idle. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrStore), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.

@@ -304,7 +304,7 @@ func TestParseKey(t *testing.T) {
 			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, pause, ok)
 		}
 	}
-	for _, k := range []string{"", "app*:", "other:{a}:b", "app*:{a}", "app*:{}:b", "app*:{a}:", "app*:{a}:!pause:"} {
+	for _, k := range []string{"", "app*:", "other:{a}:b", "app*:{a}", "app*:{}:b", "app*:{a}:", "app*:{a}:!pause:", "app*:{a}:!cancelled:peak"} {
 		if _, _, _, ok := st.ParseKey(k); ok {
 			t.Errorf("ParseKey(%q) ok", k)
 		}

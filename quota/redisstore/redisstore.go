@@ -41,6 +41,10 @@ const (
 	// pauseSpace starts every pause key after the tag. "!" is outside
 	// quota.KeyOf's alphabet, so no item key can begin with it.
 	pauseSpace = "!pause:"
+	// cancelledSpace starts, after the tag, the key that keeps a GCRA
+	// item's cancelled reservations (cancel.lua's holes); see
+	// cancelledKey.
+	cancelledSpace = "!cancelled:"
 )
 
 // Options configures a Store. The zero value is ready to use.
@@ -216,7 +220,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		ci := &c.items[i]
 		ci.mark, ci.cost = d.marks[i], req.CostOf(i)
 		if l.Kind == quota.GCRA {
-			ci.gcra, ci.interval = true, l.Interval()
+			ci.gcra, ci.prev = true, d.prevs[i]
 			continue
 		}
 		b := &bounds[w].starts
@@ -270,11 +274,11 @@ type cancellation struct {
 }
 
 type cancelItem struct {
-	gcra     bool
-	cost     int64 // what the reservation counted for in this limit
-	interval int64 // GCRA: T
-	mark     int64 // GCRA: the tat set; window: the window start charged
-	end      int64 // window: the end of the window charged
+	gcra bool
+	cost int64 // what the reservation counted for in this limit
+	mark int64 // GCRA: the tat set; window: the window start charged
+	prev int64 // GCRA: the stored tat the reservation replaced
+	end  int64 // window: the end of the window charged
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -286,17 +290,20 @@ func (c *cancellation) cancel(ctx context.Context) error {
 	if c.s.clock != nil {
 		nowArg = c.s.clock.Now().UnixMicro()
 	}
-	args := make([]any, 0, 3+4*len(c.items))
-	args = append(args, nowArg, c.s.slack, c.t)
+	n := len(c.items)
+	keys := append(make([]string, 0, 2*n), c.keys...)
+	args := make([]any, 0, 4+4*n)
+	args = append(args, nowArg, c.s.slack, c.t, n)
 	for i := range c.items {
 		it := &c.items[i]
 		if it.gcra {
-			args = append(args, "g", it.cost, it.interval, it.mark)
+			keys = append(keys, c.s.cancelledKey(c.keys[i]))
+			args = append(args, "g", it.mark, it.prev)
 		} else {
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
-	v, err := c.s.run(ctx, cancelScript, c.keys, args)
+	v, err := c.s.run(ctx, cancelScript, keys, args)
 	if err != nil {
 		return c.s.fail(ctx, "cancel", err)
 	}
@@ -468,7 +475,10 @@ type decision struct {
 	now, t  int64
 	decider int
 	limits  []quota.Status
-	marks   []int64
+	// When admitted with a wait, per item what cancel.lua needs: the mark
+	// (GCRA: the tat set; window: the window start charged) and the prev
+	// (GCRA: the stored tat the decision replaced).
+	marks, prevs []int64
 }
 
 var errReply = errors.New("malformed reply")
@@ -476,13 +486,14 @@ var errReply = errors.New("malformed reply")
 // parseReserve checks and parses a reply of reserve.lua for n items: every
 // element's type, the count, and the ranges of the values.
 func parseReserve(v any, n int) (decision, error) {
+	const perItem = 4 // remaining, reset after, mark, prev
 	var d decision
 	vals, ok := v.([]any)
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
-	if len(vals) != 4+3*n {
-		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+3*n)
+	if len(vals) != 4+perItem*n {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n)
 	}
 	var ints [4]int64
 	for i := range ints {
@@ -505,14 +516,15 @@ func parseReserve(v any, n int) (decision, error) {
 	d.decider = int(ints[3])
 	d.limits = make([]quota.Status, n)
 	if d.allowed && d.t > d.now {
-		d.marks = make([]int64, n)
+		d.marks, d.prevs = make([]int64, n), make([]int64, n)
 	}
 	for i := 0; i < n; i++ {
-		var it [3]int64
+		var it [perItem]int64
 		for j := range it {
-			x, ok := vals[4+3*i+j].(int64)
+			e := 4 + perItem*i + j
+			x, ok := vals[e].(int64)
 			if !ok {
-				return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, 4+3*i+j, vals[4+3*i+j])
+				return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, e, vals[e])
 			}
 			it[j] = x
 		}
@@ -521,7 +533,7 @@ func parseReserve(v any, n int) (decision, error) {
 		}
 		d.limits[i] = quota.Status{Remaining: it[0], ResetAfter: time.Duration(it[1]) * time.Microsecond}
 		if d.marks != nil {
-			d.marks[i] = it[2]
+			d.marks[i], d.prevs[i] = it[2], it[3]
 		}
 	}
 	return d, nil

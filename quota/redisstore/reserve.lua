@@ -49,7 +49,10 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 max wait (µs); 4 n;
 Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
       -1 none, -2 a pause), then per item: remaining, reset after (µs),
       mark (GCRA: the tat set; window: the window start charged; 0 when
-      denied). An error reply when the server's now is outside B0..B4.
+      denied), prev (GCRA, when admitted: the stored tat this decision
+      replaced, as read, 0 when the key did not exist; else 0). mark and
+      prev are what cancel.lua needs. An error reply when the server's now
+      is outside B0..B4.
 ]]
 
 local now
@@ -67,10 +70,11 @@ local function ttl(d)
   return math.ceil(d / 1000) + slack
 end
 
--- Per item: kind; GCRA: T, dvt, tat; window: rate, b (starts, 0-based),
+-- Per item: kind; GCRA: T, dvt, stored (the key as read, 0 when missing),
+-- tat; window: rate, b (starts, 0-based),
 -- at (ARGV index of B0), j (window of now), hz (horizon index), cnt
 -- (counts by window index), fields (the hash as read).
-local kind, cost, T, dvt, tat = {}, {}, {}, {}, {}
+local kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}
 local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
 
 local a = 5
@@ -80,8 +84,8 @@ for i = 1, n do
   if kind[i] == 'g' then
     T[i] = tonumber(ARGV[a + 2])
     dvt[i] = tonumber(ARGV[a + 3])
-    local stored = tonumber(redis.call('GET', KEYS[i]))
-    if stored and stored > now then tat[i] = stored else tat[i] = now end
+    stored[i] = tonumber(redis.call('GET', KEYS[i])) or 0
+    tat[i] = math.max(stored[i], now)
     a = a + 4
   else
     rate[i] = tonumber(ARGV[a + 2])
@@ -159,14 +163,14 @@ local reply = {0, now, t, decider}
 if allowed then reply[1] = 1 end
 
 for i = 1, n do
-  local rem, reset, mark = 0, 0, 0
+  local rem, reset, mark, prev = 0, 0, 0, 0
   if kind[i] == 'g' then
     if allowed then
       local set = math.max(tat[i], t) + cost[i] * T[i]
       redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
       rem = math.floor((dvt[i] - (set - t)) / T[i])
       reset = set - now
-      mark = set
+      mark, prev = set, stored[i]
     else
       rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
       reset = tat[i] - now
@@ -217,5 +221,6 @@ for i = 1, n do
   reply[#reply + 1] = rem
   reply[#reply + 1] = reset
   reply[#reply + 1] = mark
+  reply[#reply + 1] = prev
 end
 return reply

@@ -160,6 +160,141 @@ func TestCancelOfExpiredKey(t *testing.T) {
 	}
 }
 
+// TestCancelledKey: a cancel behind a live reservation keeps its charge as
+// a hole in <prefix>{<tag>}:!cancelled:<key> (a sorted set: score = the tat
+// it set, member = the tat before it), which the cancel of the last
+// reservation follows back and empties. Holes that time has passed are
+// dropped by the next cancel; Reset deletes the set with its item key;
+// ParseKey does not take it for an item key.
+func TestCancelledKey(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", gcra("one", 1, time.Second, 1))
+	key := st.prefix + "{v}:one"
+	holes := st.prefix + "{v}:!cancelled:one"
+	if got := st.cancelledKey(st.Key("v", "one")); got != holes {
+		t.Fatalf("cancelledKey = %q, want %q", got, holes)
+	}
+	if _, _, _, ok := st.ParseKey(holes); ok {
+		t.Errorf("ParseKey(%q) ok: a holes key is not an item key", holes)
+	}
+	now := start.UnixMicro()
+	sec := int64(time.Second / time.Microsecond)
+	reserve(t, st, req, 1, 0) // tat now+1s
+	var waiters []*quota.Reservation
+	for i := 1; i <= 3; i++ { // slots now+1s, 2s, 3s; tats now+2s, 3s, 4s
+		waiters = append(waiters, reserve(t, st, req, 1, 5*time.Second))
+	}
+	cancel := func(r *quota.Reservation) {
+		t.Helper()
+		if err := r.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zset := func() string {
+		t.Helper()
+		zs, err := client.ZRangeWithScores(ctx, holes, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, z := range zs {
+			out = append(out, strconv.FormatInt(int64(z.Score)-now, 10)+"<-"+strconv.FormatInt(mustInt(t, z.Member)-now, 10))
+		}
+		return strings.Join(out, " ")
+	}
+	tat := func() int64 {
+		t.Helper()
+		v, err := client.Get(ctx, key).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v - now
+	}
+
+	cancel(waiters[0])
+	cancel(waiters[1])
+	if got, want := zset(), "2000000<-1000000 3000000<-2000000"; got != want {
+		t.Errorf("holes (tat set <- tat before, µs from now) %q, want %q", got, want)
+	}
+	if got := tat(); got != 4*sec {
+		t.Errorf("tat now+%dµs, want now+4s: nothing comes back while the last reservation holds the key", got)
+	}
+	// The TTL covers the latest hole: 3s, plus the test slack.
+	if pttl := client.PTTL(ctx, holes).Val(); pttl < time.Duration(testSlack)*time.Millisecond+2*time.Second {
+		t.Errorf("holes PTTL %v, want at least the slack and 3s", pttl)
+	}
+	cancel(waiters[2])
+	if got := tat(); got != sec {
+		t.Errorf("after the last cancel: tat now+%dµs, want now+1s, the tat before every cancelled one", got)
+	}
+	if n := client.Exists(ctx, holes).Val(); n != 0 {
+		t.Errorf("holes %q left after the tail came back over them", zset())
+	}
+
+	// A hole that time has passed is dropped by the next cancel.
+	waiters = waiters[:0]
+	for i := 1; i <= 3; i++ { // slots now+1s, 2s, 3s again
+		waiters = append(waiters, reserve(t, st, req, 1, 5*time.Second))
+	}
+	cancel(waiters[0]) // a hole at now+2s
+	clock.Advance(2100 * time.Millisecond)
+	cancel(waiters[2]) // back to now+3s, the live (sent) reservation
+	if got := tat(); got != 3*sec {
+		t.Errorf("tat now+%dµs, want now+3s", got)
+	}
+	if n := client.Exists(ctx, holes).Val(); n != 0 {
+		t.Errorf("holes %q left: the hole at now+2s has passed", zset())
+	}
+
+	// Reset deletes the holes with the item key.
+	w1 := reserve(t, st, req, 1, 5*time.Second)
+	reserve(t, st, req, 1, 5*time.Second)
+	cancel(w1)
+	if n := client.Exists(ctx, holes).Val(); n != 1 {
+		t.Fatalf("no holes key after a cancel behind a live reservation")
+	}
+	if err := st.Reset(ctx, "v", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, key, holes).Val(); n != 0 {
+		t.Errorf("%d of the item key and its holes left after Reset", n)
+	}
+}
+
+func mustInt(t *testing.T, v any) int64 {
+	t.Helper()
+	s, _ := v.(string)
+	x, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%v is not an integer", v)
+	}
+	return x
+}
+
+// TestCancelledKeyTTL: on the server's real clock (no test slack), the
+// holes key expires when its latest hole's time has passed.
+func TestCancelledKeyTTL(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	req := stack("v", gcra("slow", 1, time.Hour, 1))
+	reserve(t, st, req, 1, 0)
+	first := reserve(t, st, req, 1, 3*time.Hour) // slot +1h, tat +2h
+	reserve(t, st, req, 1, 3*time.Hour)          // slot +2h, tat +3h
+	if err := first.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := client.PTTL(ctx, st.prefix+"{v}:!cancelled:slow").Val()
+	if want := 2 * time.Hour; got <= 0 || got > want+2*time.Millisecond || got < want-time.Minute {
+		t.Errorf("holes PTTL %v, want about %v", got, want)
+	}
+}
+
 // TestCancelWithEndedContext: a waiter typically cancels because its
 // context ended; the cancel must still reach Redis.
 func TestCancelWithEndedContext(t *testing.T) {
@@ -401,7 +536,7 @@ func TestDeniedLeavesNoTrace(t *testing.T) {
 
 func TestParseReserveRejectsMalformed(t *testing.T) {
 	good := func() []any {
-		return []any{int64(1), int64(100), int64(150), int64(0), int64(3), int64(10), int64(170)}
+		return []any{int64(1), int64(100), int64(150), int64(0), int64(3), int64(10), int64(170), int64(160)}
 	}
 	if _, err := parseReserve(good(), 1); err != nil {
 		t.Fatalf("good reply: %v", err)
@@ -409,7 +544,7 @@ func TestParseReserveRejectsMalformed(t *testing.T) {
 	bad := map[string]any{
 		"nil":               nil,
 		"string":            "OK",
-		"short":             good()[:6],
+		"short":             good()[:7],
 		"long":              append(good(), int64(1)),
 		"string element":    func() []any { v := good(); v[2] = "150"; return v }(),
 		"nil element":       func() []any { v := good(); v[5] = nil; return v }(),
