@@ -44,9 +44,34 @@
 //
 // # Cancel
 //
-// A waiter that will not use its slot cancels it (Reservation.Cancel). If the
-// slot time has not come, each GCRA limit gives back the part of c*T that no
-// later reservation depends on: later = clamp(stored_tat - tat_set, 0, c*T),
-// refund = c*T - later. Each window gives c back to the window it was charged
-// to, while that window has not ended. This never over-admits.
+// A waiter that will not use its slot cancels it (Reservation.Cancel). If
+// the slot time has come, nothing comes back. Otherwise each window gives c
+// back to the window it was charged to, while that window has not ended,
+// and each GCRA limit compares its stored tat with the tat this
+// reservation set (its mark; the reservation also remembers prev, the
+// stored tat it replaced):
+//
+//   - Equal: this is the last reservation charged to the key, every later
+//     one is gone. The tat goes back to prev, and on over every hole (see
+//     below) it reaches: where a hole's mark equals the tat, to that hole's
+//     prev. The state is then exactly as if none of those reservations had
+//     been made, whatever limit or pause set their slots.
+//   - Above: a later reservation holds the key. Nothing comes back now: its
+//     slot may have been set by another limit or a pause above this tat (a
+//     jump), and then it needs the tat it set even without this charge. The
+//     charge is kept as a hole (mark, prev) until the tat comes back down
+//     to its mark, that is until the later reservations are cancelled too,
+//     or until time passes it (a hole whose mark has passed is dropped).
+//   - Below: the state was forgotten or reset since; nothing comes back.
+//
+// Equal means no later reservation is live because the tat only grows
+// through reservations (each sets it above the one it read) and only falls
+// through such rollbacks, which stop at a live reservation's mark; so the
+// stored tat is always the mark of the latest reservation not given back.
+//
+// So after any set of cancels, in any order, what stays reserved is what
+// the live reservations need, except that the slots of cancelled
+// reservations made before a live one stay reserved until it is cancelled
+// too or time passes them: at most the longest max wait. This never
+// over-admits.
 package quota

@@ -178,11 +178,17 @@ func NewReservation(res Result, cancel func(context.Context) error) *Reservation
 	return &Reservation{Result: res, cancel: cancel}
 }
 
-// Cancel gives back the part of the reservation's cost that no later
-// reservation depends on, as golang.org/x/time/rate's Reservation.Cancel
-// does. Call it when the caller will not use a slot it waited for: the
-// context ended, the request was dropped. A cancel after the slot's time,
-// a second cancel and a cancel of a denied reservation give back nothing.
+// Cancel gives the reservation's slot back (package doc "Cancel"). Call
+// it when the caller will not use a slot it waited for: the context ended,
+// the request was dropped. A window gets the cost back at once. A GCRA
+// limit gets it back once no later reservation holds the limit: at once
+// for the latest reservation; for an earlier one when every later one has
+// been cancelled too, in any order, so waiters cancelled together give all
+// their slots back. While a later reservation stays, the slot stays
+// reserved until its time passes: that later slot may have been set by
+// another limit or a pause, and giving back any part of this one could
+// over-admit. A cancel after the slot's time, a second cancel and a cancel
+// of a denied reservation give back nothing.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if r == nil || r.cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
 		return nil
