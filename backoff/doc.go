@@ -37,4 +37,35 @@
 // Headers and bodies come from the network and are untrusted: nothing in
 // this package panics on any input, and Classify reads at most
 // [MaxBodyPeek] bytes of a body, which it gives back to the caller whole.
+//
+// # Vendor counters
+//
+// Most vendors say on every response, not only on a 429, how much of a
+// quota is left and when it is full again. [ReadCounters] reads that into
+// one [Reading] per counter (its name, Limit, Remaining, Reset from now
+// and Window, each with a flag saying whether the response gave it), for
+// a fleet to reconcile its own state with the vendor's. A [Format] names
+// how a vendor writes its counters: "x-ratelimit" (GitHub, Intercom,
+// SendGrid), "hubspot", "zendesk", "ietf" (the RateLimit and
+// RateLimit-Policy fields of every draft), "openai", "anthropic",
+// "shopify", "shopify-graphql" (the body's extensions.cost), "discord" and
+// "salesforce"; [ParseFormat] reads the names. The Format's doc lists the
+// vendor documentation each reader follows.
+//
+// A malformed or contradictory field becomes an error wrapping
+// [ErrMalformed] (the field is left out) or [ErrInconsistent] (the most
+// restrictive value is kept), and never stops the other fields from being
+// read. Counts are rounded to the restrictive side, repeated values give
+// the most restrictive one, a Remaining above the Limit is lowered to it,
+// a reset already past reads as 0, and counts of 10^15 or more and resets
+// more than a year ahead are rejected rather than saturated.
+//
+// Smaller readers give what a later retry or pause decision needs:
+// [ReadQueryCost] (a Shopify GraphQL query's requested and actual cost),
+// [ReadDiscordRateLimit] (Discord's 429 body: the delay and whether the
+// limit is the bot's global one), [OpenAIBillingStop] (OpenAI's 429
+// "insufficient_quota", a billing stop that waiting does not cure) and
+// [ShouldRetry] (Stripe-Should-Retry and X-Should-Retry). Like
+// ReadCounters and Classify, they never read the clock, read at most
+// MaxBodyPeek bytes of a body and give it back whole.
 package backoff
