@@ -67,6 +67,16 @@ func Start(tb testing.TB) *Server {
 	return start(tb, nil)
 }
 
+// StartWith is Start with extra redis-server command-line arguments, each
+// option and value its own element, e.g. "--maxmemory-policy",
+// "allkeys-lru" or "--rename-command", "CONFIG", "" (a server without
+// CONFIG, as managed services run it). Restart keeps them.
+func StartWith(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	args = append([]string(nil), args...)
+	return start(tb, func(string) ([]string, error) { return args, nil })
+}
+
 func start(tb testing.TB, extra func(dir string) ([]string, error)) *Server {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")

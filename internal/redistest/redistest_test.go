@@ -37,6 +37,25 @@ func TestStartPing(t *testing.T) {
 	}
 }
 
+// TestStartWith: the extra arguments reach the server, an empty value
+// included (rename-command X "" disables X).
+func TestStartWith(t *testing.T) {
+	t.Parallel()
+	s := StartWith(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "FLUSHALL", "")
+	c := s.Client(t)
+	ctx := context.Background()
+	cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg["maxmemory-policy"]; got != "allkeys-lru" {
+		t.Errorf("maxmemory-policy = %q, want allkeys-lru", got)
+	}
+	if err := c.FlushAll(ctx).Err(); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("FLUSHALL on a server that renamed it to \"\": err = %v, want unknown command", err)
+	}
+}
+
 func TestServersAreIndependent(t *testing.T) {
 	t.Parallel()
 	a, b := Start(t), Start(t)

@@ -47,4 +47,17 @@
 // lets the abandoned call finish in the background (bounded by the client's
 // own read and write timeouts), so that a hung Redis never holds a caller
 // longer than Timeout.
+//
+// # Eviction
+//
+// A Redis that evicts keys (any maxmemory-policy but noeviction) forgets
+// spent quotas under memory pressure, and the fleet admits them again
+// without any error. The first decision of a Store therefore reads
+// maxmemory-policy on every server it writes to (each master of a
+// cluster), one more round trip once, and while any server evicts, every
+// decision fails with an error wrapping ErrEvictionPolicy and
+// quota.ErrStore. New makes no call, so a Redis that is down when the
+// process starts delays the check to the first decision that reaches it. A
+// server that refuses CONFIG GET (renamed or disabled on managed services,
+// denied by an ACL) is not checked. Options.AllowEviction skips the check.
 package redisstore

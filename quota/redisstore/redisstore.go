@@ -62,6 +62,12 @@ type Options struct {
 	// time that key expiry runs on; state kept longer is idle state, which
 	// never changes a decision). Production leaves it nil.
 	Clock quota.Clock
+	// AllowEviction skips the check of the servers' maxmemory-policy. By
+	// default the first decision reads it (CONFIG GET), and any policy but
+	// noeviction fails every decision with an error wrapping
+	// ErrEvictionPolicy: an evicting Redis forgets spent quotas silently.
+	// Set it only for a Redis that never reaches its maxmemory.
+	AllowEviction bool
 }
 
 // Store is the Redis quota.Store. It is safe for concurrent use; all its
@@ -76,6 +82,10 @@ type Store struct {
 	// guard: the client ignores context deadlines on reads and writes, so
 	// calls run in a goroutine that the store stops waiting for.
 	guard bool
+
+	// policy checks maxmemory-policy before the first decision; see
+	// checkPolicy.
+	policy policyCheck
 
 	// windows caches window arguments per calendar; see windowArgs.
 	windows atomic.Pointer[map[quota.Calendar]*windowArgs]
@@ -93,6 +103,10 @@ var _ quota.Store = (*Store)(nil)
 // options set ContextTimeoutEnabled is cheapest: it stops a call at the
 // deadline itself, where any other client costs the store a goroutine per
 // call to enforce Options.Timeout.
+//
+// New makes no call to Redis, so a process starts while Redis is down. The
+// first decision first reads the servers' maxmemory-policy (one more round
+// trip, once; see Options.AllowEviction and ErrEvictionPolicy).
 func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w redisstore: nil client", quota.ErrInvalid)
@@ -122,6 +136,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if s.clock != nil {
 		s.slack = testSlack
 	}
+	s.policy.passed.Store(opts.AllowEviction)
 	return s, nil
 }
 
@@ -149,6 +164,9 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.checkPolicy(ctx); err != nil {
 		return nil, err
 	}
 	n := len(req.Items)
