@@ -18,7 +18,9 @@ import (
 )
 
 // DefaultPause is how long a scope is paused after an upstream throttle
-// that names no delay. The retry's own backoff may wait longer.
+// that names no delay. The retry's own backoff may wait longer. A throttle
+// whose delay is explicitly zero (Retry-After: 0) pauses nothing: the
+// vendor asked for a retry at once.
 const DefaultPause = time.Second
 
 // DefaultStoreRetry is how long the transport keeps a failed store out of
@@ -360,8 +362,11 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Re
 		return resp, nil
 	}
 	d := v.Delay
-	if d <= 0 {
+	if v.Source == "" { // no delay named; a zero one means "now"
 		d = DefaultPause
+	}
+	if d <= 0 {
+		return resp, nil
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

@@ -476,6 +476,74 @@ func TestNewClientRetriesThrottledThenSucceeds(t *testing.T) {
 	}
 }
 
+// TestRetryAfterZeroRetriesAtOnce (D13): Retry-After: 0 means "now", so a
+// throttled response that says it pauses nothing and the retry goes at
+// once. The requests may not wait at all (max wait 0): a pause of any
+// length, as the 1 s DefaultPause once was, would refuse the retry.
+func TestRetryAfterZeroRetriesAtOnce(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 2 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte("done"))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cfg, err := providers.Load("t.yaml", []byte("providers:\n  v:\n    hosts: [\""+host+"\"]\n    limits: [{name: peak, limit: 100/s}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &recorder{}
+	client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithObserver(obs),
+		throttle.WithRetries(4, time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(throttle.WithMaxWait(context.Background(), 0), "GET", srv.URL+"/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("Do: %v; want the retries to go at once", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != "done" {
+		t.Errorf("got %d %q, want 200 done", resp.StatusCode, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 3 {
+		t.Errorf("the vendor saw %d calls, want 3", calls)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	throttled := 0
+	for _, e := range obs.events {
+		switch {
+		case e.Kind == throttle.UpstreamThrottled:
+			throttled++
+			if e.Wait != 0 {
+				t.Errorf("UpstreamThrottled with Wait %v, want 0", e.Wait)
+			}
+		case e.Kind == throttle.Paused || e.Kind == throttle.Waited || e.Kind == throttle.Refused:
+			t.Errorf("%v event (wait %v): Retry-After: 0 pauses nothing", e.Kind, e.Wait)
+		}
+	}
+	if throttled != 2 {
+		t.Errorf("%d UpstreamThrottled events, want 2", throttled)
+	}
+}
+
 // A POST is retried after a connection failure only when it carries an
 // Idempotency-Key: the policy must see the request's headers.
 func TestNewClientRetriesPostOnlyWithIdempotencyKey(t *testing.T) {

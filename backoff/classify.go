@@ -29,11 +29,14 @@ type Verdict struct {
 	Ignored bool
 
 	// Delay is how long the vendor asked the client to wait, capped at
-	// Signals.MaxDelay. Zero means the vendor gave no usable delay.
+	// Signals.MaxDelay. Zero means either no usable delay (Source empty)
+	// or the vendor's explicit "now" (Source set, e.g. Retry-After: 0).
 	Delay time.Duration
 
 	// Source names the header Delay came from, e.g. "Retry-After"; empty
-	// when Delay is zero.
+	// when the vendor gave no usable delay. It tells a zero Delay the
+	// vendor asked for, which means "retry at once", from none at all,
+	// which leaves the wait to the caller's defaults.
 	Source string
 }
 
@@ -71,6 +74,13 @@ const (
 // delay is capped at Signals.MaxDelay. A throttled response with no usable
 // delay gets Signals.DefaultDelay, if set (Source "default_delay").
 //
+// One zero is not skipped: a retry-after-ms or Retry-After of zero seconds
+// ("0", "0.0") is the vendor saying "retry now" (RFC 9110 allows
+// delay-seconds of 0). When no header gives a positive delay, it gives a
+// zero Delay with that header as Source, and DefaultDelay does not apply.
+// A positive delay in any header still wins over it: waiting longer than
+// asked costs less than a retry the vendor refuses again.
+//
 // To match Rule.BodyContains, Classify reads at most MaxBodyPeek bytes of
 // the body and then replaces resp.Body with a reader that yields the
 // whole original body (the bytes read, then the rest) and closes the
@@ -104,7 +114,7 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 		}
 	}
 	d, src := vendorDelay(resp.Header, &sig, throttled, now)
-	if throttled && d == 0 && sig.DefaultDelay > 0 {
+	if throttled && src == "" && sig.DefaultDelay > 0 {
 		d, src = sig.DefaultDelay, "default_delay"
 		if max := sig.maxDelay(); max > 0 {
 			d = min(d, max)
@@ -114,7 +124,9 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 }
 
 // vendorDelay returns the first positive delay in h, capped, and the name
-// of its header, in the order Classify documents.
+// of its header, in the order Classify documents; failing that, a zero
+// delay named by retry-after-ms or Retry-After ("retry now"), with that
+// header's name.
 func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time.Duration, string) {
 	max := s.maxDelay()
 	if max <= 0 || len(h) == 0 {
@@ -127,14 +139,21 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 			}
 		}
 	}
-	if d, ok := parseMillis(first(h, headerRetryAfterMs)); ok {
+	zero := "" // the first header that said "retry now"
+	ms := first(h, headerRetryAfterMs)
+	if d, ok := parseMillis(ms); ok {
 		return capDelay(d, max), headerRetryAfterMs
+	} else if isZero(ms) {
+		zero = headerRetryAfterMs
 	}
-	if d, ok := parseRetryAfter(first(h, headerRetryAfter), now); ok {
+	ra := first(h, headerRetryAfter)
+	if d, ok := parseRetryAfter(ra, now); ok {
 		return capDelay(d, max), headerRetryAfter
+	} else if zero == "" && isZero(ra) {
+		zero = headerRetryAfter
 	}
 	if !throttled {
-		return 0, ""
+		return 0, zero
 	}
 	if d, ok := parseSeconds(first(h, headerResetAfter)); ok {
 		return capDelay(d, max), headerResetAfter
@@ -148,7 +167,7 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 	if d, ok := parseReset(first(h, headerRateLimitReset), now); ok {
 		return capDelay(d, max), headerRateLimitReset
 	}
-	return 0, ""
+	return 0, zero
 }
 
 // first returns the first value of header name, as go-retryablehttp and

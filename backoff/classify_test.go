@@ -135,6 +135,24 @@ func TestClassify(t *testing.T) {
 			Verdict{Throttled: true, Retryable: true}},
 		{"negative Retry-After", response(429, "", "Retry-After", "-1"), nil, Verdict{Throttled: true, Retryable: true}},
 		{"nil header map", &http.Response{StatusCode: 429}, nil, Verdict{Throttled: true, Retryable: true}},
+		// An explicit zero is "retry now", told from no delay by Source.
+		{"Retry-After: 0 is now", response(429, "", "Retry-After", "0"), nil,
+			Verdict{Throttled: true, Retryable: true, Source: "Retry-After"}},
+		{"Retry-After: 0.0 is now", response(429, "", "Retry-After", "0.0"), nil,
+			Verdict{Throttled: true, Retryable: true, Source: "Retry-After"}},
+		{"retry-after-ms: 0 is now", response(429, "", "retry-after-ms", "0", "Retry-After", "0"), nil,
+			Verdict{Throttled: true, Retryable: true, Source: "retry-after-ms"}},
+		{"Retry-After: 0 beats default_delay", response(429, "", "Retry-After", "0"), &Signals{DefaultDelay: time.Minute},
+			Verdict{Throttled: true, Retryable: true, Source: "Retry-After"}},
+		{"a positive delay beats Retry-After: 0", response(429, "", "Retry-After", "0", "X-RateLimit-Reset-After", "5"), nil,
+			Verdict{Throttled: true, Retryable: true, Delay: 5 * time.Second, Source: "X-RateLimit-Reset-After"}},
+		{"retry-after-ms: 0 then a positive Retry-After", response(429, "", "retry-after-ms", "0", "Retry-After", "2"), nil,
+			Verdict{Throttled: true, Retryable: true, Delay: 2 * time.Second, Source: "Retry-After"}},
+		{"503 Retry-After: 0 is now", response(503, "", "Retry-After", "0"), nil, Verdict{Source: "Retry-After"}},
+		{"a past Retry-After date is no delay", response(429, "", "Retry-After", now.Add(-time.Minute).UTC().Format(http.TimeFormat)), nil,
+			Verdict{Throttled: true, Retryable: true}},
+		{"negative MaxDelay ignores Retry-After: 0", response(429, "", "Retry-After", "0"), &Signals{MaxDelay: -1, DefaultDelay: time.Second},
+			Verdict{Throttled: true, Retryable: true, Delay: time.Second, Source: "default_delay"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

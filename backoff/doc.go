@@ -22,6 +22,8 @@
 // as a parameter and never read the clock. A value that is malformed,
 // negative, zero or in the past gives no delay; a huge one saturates and
 // is then capped at [Signals.MaxDelay] ([DefaultMaxDelay] by default).
+// The exception is a Retry-After or retry-after-ms of zero, the vendor's
+// "retry now": a zero [Verdict.Delay] with its [Verdict.Source] set.
 //
 // # Retry policy
 //

@@ -123,6 +123,14 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return until(t, now)
 }
 
+// isZero reports whether v is a number of (milli)seconds equal to zero:
+// "0", "000", "0.0". The parsers above skip it as no delay; in
+// Retry-After and retry-after-ms it is the vendor's "retry now".
+func isZero(v string) bool {
+	whole, frac, ok := parseDecimal(strings.TrimSpace(v))
+	return ok && whole == 0 && frac == 0
+}
+
 // parseMillis reads a non-negative number of milliseconds, integer or
 // decimal, as OpenAI's retry-after-ms carries.
 func parseMillis(v string) (time.Duration, bool) {

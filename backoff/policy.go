@@ -144,7 +144,8 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 // Backoff returns how long to wait before retry attemptNum (counted from
 // 0, as retryablehttp does): the vendor's delay when the response gives
 // one (see Classify; capped at Signals.MaxDelay, not at max, since an
-// earlier retry would only be refused again), else exponential backoff
+// earlier retry would only be refused again; zero for Retry-After: 0,
+// which asks for a retry at once), else exponential backoff
 // with full jitter, a uniformly random wait in [0, min*2^attemptNum)
 // capped at max. It has the signature of retryablehttp.Backoff.
 //
@@ -168,7 +169,8 @@ func (p *Policy) Backoff(min, max time.Duration, attemptNum int, resp *http.Resp
 		}
 	}
 	if resp != nil {
-		if v := Classify(resp, p.signalsFor(resp.Request), now); v.Delay > 0 {
+		// A Source with a zero Delay is the vendor's "retry now".
+		if v := Classify(resp, p.signalsFor(resp.Request), now); v.Source != "" {
 			if left >= 0 && v.Delay > left {
 				return left
 			}

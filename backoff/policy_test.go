@@ -244,6 +244,7 @@ func TestBackoff(t *testing.T) {
 		{"rand too big is clamped", time.Second, time.Minute, 0, nil, nil, func(n int64) int64 { return n * 2 }, time.Second - 1},
 		{"rand negative is clamped", time.Second, time.Minute, 0, nil, nil, func(int64) int64 { return -5 }, 0},
 		{"throttled without delay backs off", time.Second, time.Minute, 1, reqResponse("GET", "", 429, ""), nil, top, 2*time.Second - 1},
+		{"Retry-After: 0 retries at once", time.Second, time.Minute, 1, reqResponse("GET", "", 429, "", "Retry-After", "0"), nil, top, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
