@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -541,6 +542,65 @@ func TestRetryAfterZeroRetriesAtOnce(t *testing.T) {
 	}
 	if throttled != 2 {
 		t.Errorf("%d UpstreamThrottled events, want 2", throttled)
+	}
+}
+
+// TestRetriesReuseTheConnection (D14): a throttled response whose body is
+// over go-retryablehttp's 4 KiB drain still leaves its connection open for
+// the retry: one connection for the whole exchange, not one per attempt.
+func TestRetriesReuseTheConnection(t *testing.T) {
+	t.Parallel()
+	const throttles = 5
+	var mu sync.Mutex
+	calls, conns := 0, 0
+	page := strings.Repeat("<p>Too many requests. Please slow down.</p>\n", 10<<10/45) // 10 KB
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n <= throttles {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, page)
+			return
+		}
+		io.WriteString(w, "done")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cfg, err := providers.Load("t.yaml", []byte("providers:\n  v:\n    hosts: [\""+host+"\"]\n    limits: [{name: peak, limit: 100/s}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(base),
+		throttle.WithRetries(throttles, time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(got) != "done" {
+		t.Fatalf("got %d %q, want 200 done", resp.StatusCode, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != throttles+1 || conns != 1 {
+		t.Errorf("%d attempts opened %d connections, want %d attempts on 1", calls, conns, throttles+1)
 	}
 }
 

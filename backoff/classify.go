@@ -251,7 +251,9 @@ type errReader struct{ err error }
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // peekBody returns at most MaxBodyPeek bytes from the start of resp.Body
-// and restores resp.Body to yield the whole original body.
+// and restores resp.Body to yield the whole original body. A body no
+// longer than MaxBodyPeek is read to its end, so its connection is free
+// for the next request however little of it the caller reads.
 func peekBody(resp *http.Response) []byte {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil
@@ -260,14 +262,17 @@ func peekBody(resp *http.Response) []byte {
 		return b.peek
 	}
 	orig := resp.Body
-	buf, err := io.ReadAll(io.LimitReader(orig, MaxBodyPeek))
+	// One byte more than the peek: a body of exactly MaxBodyPeek bytes is
+	// then read to its end, which lets its connection be reused.
+	buf, err := io.ReadAll(io.LimitReader(orig, MaxBodyPeek+1))
 	var rest io.Reader = orig
 	switch {
 	case err != nil:
 		rest = errReader{err}
-	case len(buf) < MaxBodyPeek:
+	case len(buf) <= MaxBodyPeek:
 		rest = bytes.NewReader(nil) // the body ended; don't read it again
 	}
-	resp.Body = &peekedBody{peek: buf, r: io.MultiReader(bytes.NewReader(buf), rest), c: orig}
-	return buf
+	peek := buf[:min(len(buf), MaxBodyPeek)]
+	resp.Body = &peekedBody{peek: peek, r: io.MultiReader(bytes.NewReader(buf), rest), c: orig}
+	return peek
 }

@@ -106,7 +106,10 @@ func (p *Policy) signalsFor(req *http.Request) *Signals {
 // CheckRetry reports whether to retry after a response or an error, by
 // the rules documented on Policy. It has the signature of
 // retryablehttp.CheckRetry. When it returns false with a nil error, the
-// caller gets the response (or the request's error) as it is.
+// caller gets the response (or the request's error) as it is. When it
+// returns true for a response, it first reads up to MaxBodyPeek bytes of
+// its body (which the body still yields), so that the connection is
+// reused for the retry.
 //
 // retryablehttp does not give CheckRetry the request. CheckRetry learns
 // the method and Idempotency-Key from WithRequest in ctx if present, else
@@ -138,6 +141,14 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 	if v.Delay > 0 && !FitsDeadline(ctx, v.Delay, now) {
 		return false, nil
 	}
+	// retryablehttp drains only 4 KiB of the body before the retry and
+	// closes the rest unread, which closes the connection: a vendor whose
+	// 429s carry a bigger body (an HTML page, a verbose JSON error) would
+	// cost a new connection, and a TLS handshake, per retry. Reading up to
+	// MaxBodyPeek here, bounded so a huge body is never read whole, frees
+	// the connection; the bytes are kept for the caller in case the
+	// retries run out and this response is returned.
+	peekBody(resp)
 	return true, nil
 }
 

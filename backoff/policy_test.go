@@ -135,6 +135,46 @@ func TestCheckRetryResponses(t *testing.T) {
 	}
 }
 
+// TestCheckRetryReadsTheBodyItRetries (D14): before a retry the body is
+// read to its end when it fits in MaxBodyPeek, so that the connection can
+// serve the retry (retryablehttp drains only 4 KiB), and it still yields
+// every byte; a bigger body is read no further than MaxBodyPeek.
+func TestCheckRetryReadsTheBodyItRetries(t *testing.T) {
+	t.Parallel()
+	p := fixedPolicy(nil)
+	for _, size := range []int{0, 10 << 10, MaxBodyPeek, MaxBodyPeek + 1, 3 * MaxBodyPeek} {
+		body := strings.Repeat("x", size)
+		src := strings.NewReader(body)
+		orig := &closeRecorder{Reader: src}
+		resp := reqResponse("GET", "", 429, "")
+		resp.Body = orig
+		if retry, err := p.CheckRetry(context.Background(), resp, nil); !retry || err != nil {
+			t.Fatalf("%d bytes: CheckRetry = %v, %v; want a retry", size, retry, err)
+		}
+		wantLeft := 0
+		if size > MaxBodyPeek {
+			wantLeft = size - MaxBodyPeek - 1
+		}
+		if src.Len() != wantLeft {
+			t.Errorf("%d bytes: %d left unread, want %d", size, src.Len(), wantLeft)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != body {
+			t.Errorf("%d bytes: read back %d bytes, %v; want the whole body", size, len(got), err)
+		}
+		if err := resp.Body.Close(); err != nil || !orig.closed {
+			t.Errorf("%d bytes: Close = %v, original closed = %v", size, err, orig.closed)
+		}
+	}
+	// A response that is not retried is left alone.
+	src := strings.NewReader("created")
+	resp := reqResponse("POST", "", 201, "")
+	resp.Body = io.NopCloser(src)
+	if retry, _ := p.CheckRetry(context.Background(), resp, nil); retry || src.Len() != len("created") {
+		t.Errorf("201: retry %v, %d of %d bytes left; want no retry and the body untouched", retry, src.Len(), len("created"))
+	}
+}
+
 func TestCheckRetryErrors(t *testing.T) {
 	t.Parallel()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
