@@ -134,7 +134,9 @@
 //	    costs: {points: 5}       # these limits of the stack (by name) count this much instead
 //	    limits: [{name: search, limit: 30/min, scope: business}]
 //
-// The query string is ignored and so is one trailing slash. The cost is
+// The query string is ignored and so is one trailing slash. The path is
+// matched clean (path.Clean: "//" collapsed, "." and ".." resolved) and
+// case-sensitively. The cost is
 // charged to every limit of the stack but those that costs names, all in
 // one decision (quota.Item.Cost). Input.Cost replaces the cost per
 // request, and Input.Costs the cost of named limits (e.g. the tokens of a

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"path"
 	"strconv"
 	"strings"
 )
@@ -207,6 +208,21 @@ func parsePattern(p string) ([]segment, string) {
 		}
 	}
 	return segs, ""
+}
+
+// cleanPath returns the request path routes are matched against: p with
+// repeated slashes collapsed and "." and ".." segments resolved, as
+// path.Clean does and as vendors' servers (nginx merges slashes) read it,
+// so that "/repos//o/r/issues" or "/repos/o/r/x/../issues" cannot slip
+// past a route's limits. A trailing slash goes too, which matchPath
+// ignores anyway. path.Clean allocates only when it changes something, so
+// the usual, already clean path costs nothing. Case is kept: paths are
+// matched case-sensitively, as vendors' routers do.
+func cleanPath(p string) string {
+	if p == "" {
+		return p // no path: path.Clean would make it "."
+	}
+	return path.Clean(p)
 }
 
 // matchPath reports whether the request path p matches segs. A single

@@ -180,3 +180,67 @@ func TestLongestHost(t *testing.T) {
 		t.Error("the longest host did not resolve")
 	}
 }
+
+// TestResolveCleansThePath (D15): a path with repeated slashes, "." or
+// ".." segments matches the route its clean form matches, as the vendor
+// reads it; case is not folded.
+func TestResolveCleansThePath(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("d15.yaml", []byte(`
+providers:
+  github:
+    hosts: [api.github.com]
+    limits: [{name: core, limit: 5000/hour}]
+    routes:
+      - {name: writes, method: [POST], path: /repos/*/*/issues, costs: {core: 5}, limits: [{name: content, limit: 80/min}]}
+      - {name: root, path: /, limits: [{name: root, limit: 1/s}]}
+`), WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path, route string
+	}{
+		{"/repos/o/r/issues", "writes"},
+		{"/repos/o/r/issues/", "writes"},
+		{"/repos//o/r/issues", "writes"},
+		{"//repos/o/r//issues//", "writes"},
+		{"/repos/o/r/./issues", "writes"},
+		{"/repos/o/r/x/../issues", "writes"},
+		{"/repos/o/r/%2e%2e/r/issues", "writes"}, // decoded, then resolved
+		{"/repos/o/r/issues/..", ""},
+		{"/../../repos/o/r/issues", "writes"},
+		{"/Repos/o/r/issues", ""}, // the vendor's business
+		{"/.", "root"},
+		{"//", "root"},
+		{"/x/..", "root"},
+	} {
+		req := newRequest(t, "POST", "https://api.github.com"+tt.path)
+		res, ok, err := cfg.Resolve(req, Input{})
+		if !ok || err != nil {
+			t.Fatalf("%s: Resolve = %v, %v", tt.path, ok, err)
+		}
+		got := ""
+		if res.Route != nil {
+			got = res.Route.Name
+		}
+		if got != tt.route {
+			t.Errorf("%s: route %q, want %q", tt.path, got, tt.route)
+		}
+		want := 1 // core alone
+		if tt.route != "" {
+			want = 2 // and the route's limit
+		}
+		if len(res.Request.Items) != want {
+			t.Errorf("%s: %d items, want %d", tt.path, len(res.Request.Items), want)
+		}
+	}
+}
+
+func TestCleanPathKeepsCleanPathsWithoutAllocating(t *testing.T) {
+	for _, p := range []string{"", "/", "/repos/o/r/issues", "/repos/o/r/issues/", "relative/x"} {
+		if n := testing.AllocsPerRun(100, func() { cleanPath(p) }); n != 0 {
+			t.Errorf("cleanPath(%q): %v allocations, want 0", p, n)
+		}
+	}
+}

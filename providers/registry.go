@@ -193,7 +193,7 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 		if u.Host != "" {
 			host = u.Host
 		}
-		scheme, path = u.Scheme, u.Path
+		scheme, path = u.Scheme, cleanPath(u.Path)
 	}
 	p := c.hosts.lookup(host, scheme)
 	if p == nil {
