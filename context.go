@@ -64,7 +64,8 @@ type limitCost struct {
 }
 
 // WithMaxWait returns a context whose requests wait at most d for their
-// slot, overriding the provider's max_wait. Zero means fail at once.
+// slot, overriding the provider's max_wait. Zero means fail at once; a d
+// above quota.LongestWait (about 71 years) counts as that.
 func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, maxWaitKey, d)
 }

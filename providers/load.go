@@ -459,7 +459,10 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	if n := f["max_wait"]; n != nil {
 		if d, ok := l.duration(n, path+".max_wait", true); ok {
 			p.MaxWait = d
-			if p.OnLimit == Fail {
+			if d > quota.LongestWait {
+				l.add(n, path+".max_wait", "max_wait %v is above the longest wait a store grants, %v (about 71 years): "+
+					"no request waits that long; give the longest wait you mean, e.g. 24h to wait for a daily quota", d, quota.LongestWait)
+			} else if p.OnLimit == Fail {
 				l.add(n, path+".max_wait", "max_wait has no effect with on_limit: fail; remove it or use on_limit: wait")
 			}
 		}

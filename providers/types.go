@@ -211,7 +211,7 @@ type Provider struct {
 	// OnLimit is what to do with a request that cannot go at once.
 	OnLimit OnLimit
 	// MaxWait is the longest wait for a slot when OnLimit is Wait (zero
-	// when it is Fail).
+	// when it is Fail), at most quota.LongestWait.
 	MaxWait time.Duration
 	// Headroom is the share of each published limit that is used, in
 	// (0, 1]; it is already applied to every Limit.Quota.

@@ -200,7 +200,7 @@ func (it *item) status(now, t int64, allowed bool) Status {
 		rem = it.lim.Rate - it.c.count(it.h[j])
 		reset = it.h[j+1] - now
 	}
-	return Status{Remaining: max(rem, 0), ResetAfter: time.Duration(max(reset, 0)) * time.Microsecond}
+	return Status{Remaining: max(rem, 0), ResetAfter: Micros(reset)}
 }
 
 // refund gives back what Cancel may, per package doc "Cancel": now is the

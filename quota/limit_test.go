@@ -123,3 +123,27 @@ func TestLimitValidateExactness(t *testing.T) {
 		}
 	}
 }
+
+func TestMicrosSaturates(t *testing.T) {
+	t.Parallel()
+	const most = time.Duration(1<<63-1) / time.Microsecond * time.Microsecond
+	for _, tt := range []struct {
+		us   int64
+		want time.Duration
+	}{
+		{0, 0},
+		{-5, 0},
+		{1500, 1500 * time.Microsecond},
+		{int64(most / time.Microsecond), most},
+		{int64(most/time.Microsecond) + 1, most},
+		{1<<63 - 1, most},
+	} {
+		if got := quota.Micros(tt.us); got != tt.want {
+			t.Errorf("Micros(%d) = %v, want %v", tt.us, got, tt.want)
+		}
+	}
+	r := quota.Request{MaxWait: time.Duration(1<<63 - 1)}
+	if got := r.MaxWaitMicros(); got != quota.MaxExact {
+		t.Errorf("MaxWaitMicros of the longest Duration = %d, want MaxExact %d", got, int64(quota.MaxExact))
+	}
+}

@@ -171,10 +171,10 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	}
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
-	res.Allowed = ok && t-now <= req.MaxWait.Microseconds()
+	res.Allowed = ok && t-now <= req.MaxWaitMicros()
 	var cancel func(context.Context) error
 	if res.Allowed {
-		res.Wait = time.Duration(t-now) * time.Microsecond
+		res.Wait = Micros(t - now)
 		var marks []mark
 		if t > now {
 			marks = make([]mark, len(items))
@@ -182,7 +182,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		}
 		charge(items, now, t, marks)
 	} else {
-		res.RetryAfter = time.Duration(t-now) * time.Microsecond
+		res.RetryAfter = Micros(t - now)
 	}
 	for i := range items {
 		res.Limits[i] = items[i].status(now, t, res.Allowed)

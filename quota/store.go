@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -72,8 +73,30 @@ type Request struct {
 	Cost int64
 	// MaxWait is the longest wait the caller accepts. A request that
 	// could only be admitted later is denied and charges nothing. Zero
-	// admits only a request that can go at once.
+	// admits only a request that can go at once. Above LongestWait it
+	// counts as LongestWait.
 	MaxWait time.Duration
+}
+
+// LongestWait is the longest wait a store grants: a Request's MaxWait above
+// it counts as LongestWait. It is MaxExact µs (71 years), the bound a pause
+// has too: a wait of up to that on top of a limit's own tolerance (also
+// bounded by MaxExact) keeps every stored time below 2^53 µs, where a Lua
+// number is still an exact integer, and every duration of a Result within
+// time.Duration. A longer wait is no wait anyone means.
+const LongestWait = MaxExact * time.Microsecond
+
+// MaxWaitMicros returns r.MaxWait in µs, at most LongestWait: what a
+// store compares a slot's wait with.
+func (r *Request) MaxWaitMicros() int64 {
+	return min(r.MaxWait, LongestWait).Microseconds()
+}
+
+// Micros converts a store's µs to a Duration, saturating instead of
+// overflowing: a Status or Result duration is never negative nor wrapped.
+func Micros(us int64) time.Duration {
+	const most = int64(math.MaxInt64 / time.Microsecond)
+	return time.Duration(min(max(us, 0), most)) * time.Microsecond
 }
 
 // cost returns the cost with its default applied.

@@ -140,7 +140,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r := &ModelReservation{req: req}
 	r.Limits = make([]quota.Status, len(req.Items))
 	r.Beyond = slot < 0 || slot >= horizon
-	r.Allowed = !r.Beyond && slot-n <= req.MaxWait.Microseconds()
+	r.Allowed = !r.Beyond && slot-n <= req.MaxWaitMicros()
 	if !r.Allowed {
 		if slot >= 0 {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond

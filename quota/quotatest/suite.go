@@ -69,6 +69,13 @@ type conformanceCase struct {
 
 const noD, paused = quota.NoDecider, quota.PausedDecider
 
+// forever is the longest max wait a caller can ask for; seventyYears is a
+// period whose waits pile up past LongestWait in two steps.
+const (
+	forever      = time.Duration(1<<63 - 1)
+	seventyYears = 70 * 365 * 24 * time.Hour
+)
+
 func cases() []conformanceCase {
 	hour := quota.Hour
 	return []conformanceCase{
@@ -96,6 +103,17 @@ func cases() []conformanceCase {
 				{cost: 4, ok: false, wait: 200 * time.Millisecond, decider: 0, remain: []int64{2}},
 				{cost: 4, maxWait: 200*time.Millisecond - time.Microsecond, ok: false, wait: 200 * time.Millisecond, decider: 0},
 				{cost: 4, maxWait: 200 * time.Millisecond, ok: true, wait: 200 * time.Millisecond, decider: 0, remain: []int64{0}},
+			}},
+		{name: "a max wait beyond LongestWait counts as LongestWait", limits: []*quota.Limit{gcra("long", 1, seventyYears, 1)},
+			steps: []step{
+				{maxWait: forever, ok: true, decider: noD, remain: []int64{0}},
+				{maxWait: forever, ok: true, wait: seventyYears, decider: 0, remain: []int64{0}},
+				// Unbounded, these would be admitted until a stored time
+				// passed 2^53 µs and ResetAfter overflowed (the 5th).
+				{maxWait: forever, ok: false, wait: 2 * seventyYears, decider: 0},
+				{maxWait: forever, ok: false, wait: 2 * seventyYears, decider: 0},
+				{maxWait: forever, ok: false, wait: 2 * seventyYears, decider: 0},
+				{maxWait: quota.LongestWait, ok: false, wait: 2 * seventyYears, decider: 0},
 			}},
 		{name: "3 per 10s: the interval rounds up", limits: []*quota.Limit{gcra("slow", 3, 10*time.Second, 0)},
 			steps: []step{
@@ -347,6 +365,14 @@ func runCase(t *testing.T, newStore NewStore, tc conformanceCase) {
 		}
 		if len(res.Limits) != len(req.Items) {
 			t.Fatalf("%s: got %d limit statuses, want %d", where, len(res.Limits), len(req.Items))
+		}
+		if res.Wait < 0 || res.RetryAfter < 0 {
+			t.Errorf("%s: negative wait %v or retry after %v", where, res.Wait, res.RetryAfter)
+		}
+		for i, st := range res.Limits {
+			if st.ResetAfter < 0 || st.Remaining < 0 {
+				t.Errorf("%s: limit %q: negative status %+v", where, tc.limits[i].Name, st)
+			}
 		}
 		for i, want := range s.remain {
 			if res.Limits[i].Remaining != want {

@@ -197,7 +197,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		bounds = make([]*windowArgs, 0, windows)
 	}
 	args := make([]any, 0, argc)
-	args = append(args, nowArg, s.slack, req.MaxWait.Microseconds(), n)
+	args = append(args, nowArg, s.slack, req.MaxWaitMicros(), n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		if l.Kind == quota.GCRA {
@@ -221,7 +221,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if s.observe != nil {
 		s.observe(d.now, d.t, d.allowed)
 	}
-	wait := time.Duration(d.t-d.now) * time.Microsecond
+	wait := quota.Micros(d.t - d.now)
 	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
 	if !d.allowed {
 		res.RetryAfter = wait
@@ -549,7 +549,7 @@ func parseReserve(v any, n int) (decision, error) {
 		if it[0] < 0 || it[1] < 0 {
 			return d, fmt.Errorf("%w: limit %d has remaining %d, reset after %dµs", errReply, i, it[0], it[1])
 		}
-		d.limits[i] = quota.Status{Remaining: it[0], ResetAfter: time.Duration(it[1]) * time.Microsecond}
+		d.limits[i] = quota.Status{Remaining: it[0], ResetAfter: quota.Micros(it[1])}
 		if d.marks != nil {
 			d.marks[i], d.prevs[i] = it[2], it[3]
 		}
