@@ -40,7 +40,10 @@
 // Unknown fields, wrong types, duplicated keys, YAML aliases and merge keys
 // are errors. Load reports every problem at once in a *ConfigError (which
 // wraps ErrConfig), each with file:line:column, the field path (e.g.
-// providers.github.limits[1].burst) and what would be valid.
+// providers.github.limits[1].burst) and what would be valid: the first
+// MaxProblems of them and a count of the rest, each repeating at most 80
+// bytes of any value from the file, escaped, so that a hostile or broken
+// file cannot make a huge error.
 //
 // # Hosts
 //

@@ -35,19 +35,19 @@ func expand(s string, lookup func(string) (string, bool)) (string, error) {
 		}
 		end := strings.IndexByte(s[i+2:], '}')
 		if end < 0 {
-			return "", fmt.Errorf("unterminated %q: write ${NAME} or ${NAME:-default} (or $$ for a literal $)", s[i:])
+			return "", fmt.Errorf("unterminated %s: write ${NAME} or ${NAME:-default} (or $$ for a literal $)", quote(s[i:]))
 		}
 		body := s[i+2 : i+2+end]
 		name, def, hasDef := strings.Cut(body, ":-")
 		if !validVarName(name) {
-			return "", fmt.Errorf("invalid variable name %q in ${%s}: use letters, digits and _ (not starting with a digit)", name, body)
+			return "", fmt.Errorf("invalid variable name %s in ${%s}: use letters, digits and _ (not starting with a digit)", quote(name), pathPart(body))
 		}
 		v, ok := lookup(name)
 		switch {
 		case hasDef && v == "":
 			v = def
 		case !ok:
-			return "", fmt.Errorf("variable %s is not set: set it or write ${%s:-default}", name, name)
+			return "", fmt.Errorf("variable %s is not set: set it or write ${%s:-default}", pathPart(name), pathPart(name))
 		}
 		b.WriteString(v)
 		i += 2 + end + 1

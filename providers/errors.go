@@ -3,7 +3,10 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrConfig is wrapped by every error that reports a bad configuration, so
@@ -48,27 +51,103 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// A ConfigError lists every problem found in a configuration, in the order
-// of the file. It wraps ErrConfig.
+// A ConfigError lists the problems found in a configuration, in the order
+// of the file: the first MaxProblems of them, and how many more there are.
+// It wraps ErrConfig.
 type ConfigError struct {
-	// Problems is never empty.
+	// Problems is never empty, and holds at most MaxProblems.
 	Problems []Problem
+	// More counts the problems found after the last one listed.
+	More int
 }
 
-// Error lists every problem, one per line.
+// Error lists the problems, one per line, and says how many more there are.
 func (e *ConfigError) Error() string {
 	var b strings.Builder
-	if len(e.Problems) == 1 {
+	if len(e.Problems) == 1 && e.More == 0 {
 		b.WriteString("providers: invalid configuration: ")
 		b.WriteString(e.Problems[0].String())
 		return b.String()
 	}
-	fmt.Fprintf(&b, "providers: invalid configuration: %d problems:", len(e.Problems))
+	fmt.Fprintf(&b, "providers: invalid configuration: %d problems:", len(e.Problems)+e.More)
 	for _, p := range e.Problems {
 		b.WriteString("\n\t")
 		b.WriteString(p.String())
 	}
+	if e.More > 0 {
+		b.WriteString("\n\t")
+		b.WriteString(e.MoreLine())
+	}
 	return b.String()
+}
+
+// MoreLine is the line that stands for the problems not listed, e.g.
+// "… and 199900 more problems"; empty when every problem is listed.
+func (e *ConfigError) MoreLine() string {
+	switch e.More {
+	case 0:
+		return ""
+	case 1:
+		return "… and 1 more problem"
+	}
+	return "… and " + strconv.Itoa(e.More) + " more problems"
+}
+
+// The bounds on what a ConfigError repeats of its input. A configuration
+// is untrusted input, up to MaxFileSize bytes: without them, 200,000
+// unknown fields made a 39 MB error, and a 3 MB host name was echoed
+// whole.
+const (
+	// MaxProblems is how many problems a ConfigError lists. The first
+	// hundred say what is wrong with a file as well as all of them.
+	MaxProblems = 100
+	// maxEcho is how many bytes of a value from the file a message or a
+	// field path repeats: enough to recognise any sensible value.
+	maxEcho = 80
+	// maxMessage and maxPath bound a whole message and path, for what no
+	// value's own bound covers.
+	maxMessage = 1024
+	maxPath    = 512
+)
+
+// clip returns s cut to at most max bytes, on a rune boundary, with "…"
+// when something was cut.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// quote is strconv.Quote of at most maxEcho bytes of s: how every message
+// repeats a value from the file. Control characters and invalid UTF-8 come
+// out escaped.
+func quote(s string) string { return strconv.Quote(clip(s, maxEcho)) }
+
+// pathPart is a key from the file as a segment of a field path: at most
+// maxEcho bytes, with control characters and invalid UTF-8 escaped but
+// no quotes.
+func pathPart(s string) string {
+	q := quote(s)
+	return q[1 : len(q)-1]
+}
+
+// echoed is a string argument of a problem's message: with %q it prints as
+// quote does, bounded and escaped; with any other verb as it is (a message
+// already built from quoted values).
+type echoed string
+
+// Format implements fmt.Formatter.
+func (e echoed) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		io.WriteString(f, quote(string(e)))
+		return
+	}
+	io.WriteString(f, string(e))
 }
 
 // Unwrap returns ErrConfig.

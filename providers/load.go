@@ -105,14 +105,8 @@ func Load(name string, data []byte, opts ...Option) (cfg *Config, err error) {
 	}()
 	cfg = l.load(data)
 	if len(l.problems) > 0 {
-		sort.SliceStable(l.problems, func(i, j int) bool {
-			a, b := l.problems[i], l.problems[j]
-			if a.Line != b.Line {
-				return a.Line < b.Line
-			}
-			return a.Column < b.Column
-		})
-		return nil, &ConfigError{Problems: l.problems}
+		l.keepFirst(MaxProblems)
+		return nil, &ConfigError{Problems: l.problems, More: l.dropped}
 	}
 	return cfg, nil
 }
@@ -121,14 +115,45 @@ type loader struct {
 	file     string
 	lookup   func(string) (string, bool)
 	problems []Problem
+	dropped  int // problems found after the first MaxProblems, by position
 }
 
+// add records a problem. Every problem's text passes here, so this is
+// where what it repeats of the file is bounded: a string argument printed
+// with %q shows at most maxEcho bytes of it, escaped (see echoed), and the
+// whole message and path are clipped. At most 2*MaxProblems problems are
+// held at a time, so a file of errors costs bounded memory.
 func (l *loader) add(n *yaml.Node, path, format string, args ...any) {
-	p := Problem{File: l.file, Path: path, Message: fmt.Sprintf(format, args...)}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = echoed(s)
+		}
+	}
+	p := Problem{File: l.file, Path: clip(path, maxPath), Message: clip(fmt.Sprintf(format, args...), maxMessage)}
 	if n != nil {
 		p.Line, p.Column = n.Line, n.Column
 	}
 	l.problems = append(l.problems, p)
+	if len(l.problems) >= 2*MaxProblems {
+		l.keepFirst(MaxProblems)
+	}
+}
+
+// keepFirst sorts the problems by position (a stable sort: problems at one
+// position keep the order they were found in) and keeps the first max,
+// counting the rest in dropped.
+func (l *loader) keepFirst(max int) {
+	sort.SliceStable(l.problems, func(i, j int) bool {
+		a, b := l.problems[i], l.problems[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	if len(l.problems) > max {
+		l.dropped += len(l.problems) - max
+		l.problems = l.problems[:max:max]
+	}
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -151,6 +176,7 @@ func (l *loader) load(data []byte) *Config {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Message = "YAML syntax: " + m[2]
 		}
+		p.Message = clip(p.Message, maxMessage)
 		l.problems = append(l.problems, p)
 		return nil
 	}
@@ -198,7 +224,7 @@ func (l *loader) load(data []byte) *Config {
 	seen := make(map[string]int)
 	for i := 0; i+1 < len(pn.Content); i += 2 {
 		k, v := pn.Content[i], pn.Content[i+1]
-		path := "providers." + k.Value
+		path := "providers." + pathPart(k.Value)
 		if k.Kind != yaml.ScalarNode {
 			l.add(k, "providers", "a provider name must be a string")
 			continue
@@ -281,7 +307,7 @@ func kindName(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "nothing"
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return quote(n.Value)
 	}
 	return "something else"
 }
@@ -328,11 +354,12 @@ func (l *loader) fields(n *yaml.Node, path string, known ...string) map[string]*
 	return out
 }
 
+// join appends a key from the file to a field path.
 func join(path, field string) string {
 	if path == "" {
-		return field
+		return pathPart(field)
 	}
-	return path + "." + field
+	return path + "." + pathPart(field)
 }
 
 // str returns a scalar's value with ${VAR} expanded.

@@ -3,11 +3,13 @@ package providers
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetquota/throttle/quota"
 )
@@ -319,5 +321,59 @@ func writeFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConfigErrorIsBounded (D17): a file full of mistakes gives the first
+// MaxProblems problems and a count of the rest, and no message repeats
+// more than maxEcho bytes of a value, escaped and cut on a rune boundary.
+func TestConfigErrorIsBounded(t *testing.T) {
+	t.Parallel()
+	const unknown = 1000
+	var sb strings.Builder
+	sb.WriteString("providers:\n  p:\n    hosts: [api.p.com]\n    limits: [{name: peak, limit: 1/s}]\n")
+	for i := 0; i < unknown; i++ {
+		fmt.Fprintf(&sb, "    f%d: 1\n", i)
+	}
+	_, err := Load("many.yaml", []byte(sb.String()), WithLookupEnv(noEnv))
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load = %v, want a *ConfigError", err)
+	}
+	if len(ce.Problems) != MaxProblems || ce.More != unknown-MaxProblems {
+		t.Errorf("%d problems listed and %d more, want %d and %d", len(ce.Problems), ce.More, MaxProblems, unknown-MaxProblems)
+	}
+	for i, p := range ce.Problems { // the first ones in the file, in order
+		if want := 5 + i; p.Line != want || p.Path != fmt.Sprintf("providers.p.f%d", i) {
+			t.Fatalf("problem %d at line %d path %s, want line %d path providers.p.f%d", i, p.Line, p.Path, want, i)
+		}
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, fmt.Sprintf("providers: invalid configuration: %d problems:", unknown)) ||
+		!strings.HasSuffix(msg, fmt.Sprintf("\n\t… and %d more problems", unknown-MaxProblems)) {
+		t.Errorf("Error() does not count every problem:\n%.300s\n…\n%s", msg, msg[max(0, len(msg)-200):])
+	}
+
+	long := strings.Repeat("é", 1<<19) // 1 MB; a cut mid-rune would show as \xc3
+	// Control characters, escaped. YAML keys are under 1024 characters.
+	ctl := "\x1b[31mred\x1b[0m" + long[:400]
+	name := strings.Repeat("V", 100<<10) // a 100 KB variable name
+	hostsYAML := fmt.Sprintf("providers:\n  p:\n    hosts: [%q]\n    limits: [{name: peak, limit: \"${%s}\"}]\n  %q:\n    hosts: [api.q.com]\n    limits: [{name: peak, limit: 1/s}]\n",
+		long+".com", name, ctl)
+	_, err = Load("long.yaml", []byte(hostsYAML), WithLookupEnv(noEnv))
+	if !errors.As(err, &ce) || len(ce.Problems) != 3 {
+		t.Fatalf("Load = %v, want 3 problems", err)
+	}
+	for _, p := range ce.Problems {
+		s := p.String()
+		if len(s) > 600 {
+			t.Errorf("a %d-byte problem: %.200s…", len(s), s)
+		}
+		if strings.Contains(s, "\x1b") || strings.Contains(s, `\xc3`) || !utf8.ValidString(s) {
+			t.Errorf("raw control character or a rune cut in two: %q", s)
+		}
+		if !strings.Contains(s, "…") {
+			t.Errorf("no mark of the cut value: %s", s)
+		}
 	}
 }

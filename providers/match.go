@@ -112,13 +112,13 @@ func normalizeHost(s string) (key string, wild bool, msg string) {
 		return "", false, "empty host: " + valid
 	}
 	if strings.Contains(s, "/") {
-		return "", false, "invalid host " + strconv.Quote(s) + ": a host is a name, not a URL; " + valid
+		return "", false, "invalid host " + quote(s) + ": a host is a name, not a URL; " + valid
 	}
 	host, port := splitHostPort(s)
 	if port != "" || strings.HasSuffix(s, ":") {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
-			return "", false, "invalid port " + strconv.Quote(port) + " in host " + strconv.Quote(s) + ": want 1-65535"
+			return "", false, "invalid port " + quote(port) + " in host " + quote(s) + ": want 1-65535"
 		}
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
@@ -127,27 +127,27 @@ func normalizeHost(s string) (key string, wild bool, msg string) {
 		host = host[2:]
 	}
 	if host == "" || len(host) > 253 {
-		return "", false, "invalid host " + strconv.Quote(s) + ": " + valid
+		return "", false, "invalid host " + quote(s) + ": " + valid
 	}
 	if strings.HasPrefix(s, "[") {
 		if wild {
-			return "", false, "invalid host " + strconv.Quote(s) + ": an IP address cannot be a wildcard"
+			return "", false, "invalid host " + quote(s) + ": an IP address cannot be a wildcard"
 		}
 		for i := 0; i < len(host); i++ {
 			c := host[i]
 			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == ':' || c == '.') {
-				return "", false, "invalid IPv6 address in host " + strconv.Quote(s)
+				return "", false, "invalid IPv6 address in host " + quote(s)
 			}
 		}
 	} else {
 		for _, label := range strings.Split(host, ".") {
 			if label == "" || len(label) > 63 {
-				return "", false, "invalid host " + strconv.Quote(s) + ": empty or over-long label; " + valid
+				return "", false, "invalid host " + quote(s) + ": empty or over-long label; " + valid
 			}
 			for i := 0; i < len(label); i++ {
 				c := label[i]
 				if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-					return "", false, "invalid host " + strconv.Quote(s) + ": " + strconv.QuoteRune(rune(c)) + " is not allowed (a wildcard is only a leading \"*.\"); " + valid
+					return "", false, "invalid host " + quote(s) + ": " + strconv.QuoteRune(rune(c)) + " is not allowed (a wildcard is only a leading \"*.\"); " + valid
 				}
 			}
 		}
@@ -180,7 +180,7 @@ type segment struct {
 func parsePattern(p string) ([]segment, string) {
 	const valid = `want a path starting with "/" whose segments are literals, "*" or "{name}" (one segment) or a final "**" (the rest), e.g. "/search/*" or "/repos/{owner}/{repo}/**"`
 	if !strings.HasPrefix(p, "/") {
-		return nil, "path " + strconv.Quote(p) + " does not start with \"/\": " + valid
+		return nil, "path " + quote(p) + " does not start with \"/\": " + valid
 	}
 	p = strings.TrimSuffix(p[1:], "/")
 	if p == "" {
@@ -200,9 +200,9 @@ func parsePattern(p string) ([]segment, string) {
 		case s == "*", len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && !strings.ContainsAny(s[1:len(s)-1], "{}*"):
 			segs = append(segs, segment{kind: segOne})
 		case strings.ContainsAny(s, "*{}"):
-			return nil, "segment " + strconv.Quote(s) + " mixes a wildcard with text; wildcards match whole segments: " + valid
+			return nil, "segment " + quote(s) + " mixes a wildcard with text; wildcards match whole segments: " + valid
 		case strings.ContainsAny(s, "?#"):
-			return nil, "segment " + strconv.Quote(s) + " holds a query or fragment; routes match the path only"
+			return nil, "segment " + quote(s) + " holds a query or fragment; routes match the path only"
 		default:
 			segs = append(segs, segment{kind: segLit, lit: s})
 		}

@@ -64,11 +64,11 @@ func parseShort(s string) (shortForm, string) {
 	}
 	num, unit, ok := strings.Cut(toks[0], "/")
 	if !ok {
-		return f, fmt.Sprintf("%q has no \"/\": %s", toks[0], shortFormHelp)
+		return f, fmt.Sprintf("%s has no \"/\": %s", quote(toks[0]), shortFormHelp)
 	}
 	n, ok := parseCount(num)
 	if !ok {
-		return f, fmt.Sprintf("%q is not a count from 0 to %d: %s", num, int64(maxCount), shortFormHelp)
+		return f, fmt.Sprintf("%s is not a count from 0 to %d: %s", quote(num), int64(maxCount), shortFormHelp)
 	}
 	f.rate = n
 	// The rest: "burst N", "resets HH:MM [zone]".
@@ -80,7 +80,7 @@ func parseShort(s string) (shortForm, string) {
 			}
 			b, ok := parseCount(toks[i+1])
 			if !ok || b == 0 {
-				return f, fmt.Sprintf("burst %q is not a count from 1 to %d", toks[i+1], int64(maxCount))
+				return f, fmt.Sprintf("burst %s is not a count from 1 to %d", quote(toks[i+1]), int64(maxCount))
 			}
 			f.burst = b
 			i++
@@ -91,7 +91,7 @@ func parseShort(s string) (shortForm, string) {
 			f.hasReset = true
 			f.reset, ok = parseClock(toks[i+1])
 			if !ok {
-				return f, fmt.Sprintf("reset time %q is not HH:MM (00:00 to 23:59)", toks[i+1])
+				return f, fmt.Sprintf("reset time %s is not HH:MM (00:00 to 23:59)", quote(toks[i+1]))
 			}
 			i++
 			if i+1 < len(toks) && toks[i+1] != "burst" && toks[i+1] != "resets" {
@@ -99,7 +99,7 @@ func parseShort(s string) (shortForm, string) {
 				i++
 			}
 		default:
-			return f, fmt.Sprintf("unexpected %q: %s", toks[i], shortFormHelp)
+			return f, fmt.Sprintf("unexpected %s: %s", quote(toks[i]), shortFormHelp)
 		}
 	}
 	switch unit {
@@ -124,7 +124,7 @@ func parseShort(s string) (shortForm, string) {
 		if j > 0 {
 			m, err := strconv.ParseInt(unit[:j], 10, 64)
 			if err != nil || m < 1 || m > 1_000_000 {
-				return f, fmt.Sprintf("period %q is out of range: %s", unit, shortFormHelp)
+				return f, fmt.Sprintf("period %s is out of range: %s", quote(unit), shortFormHelp)
 			}
 			mult = m
 		}
@@ -133,14 +133,14 @@ func parseShort(s string) (shortForm, string) {
 		} else if d, err := time.ParseDuration(unit); err == nil && d > 0 {
 			f.period = d
 		} else {
-			return f, fmt.Sprintf("unknown period %q: %s", unit, shortFormHelp)
+			return f, fmt.Sprintf("unknown period %s: %s", quote(unit), shortFormHelp)
 		}
 	}
 	if f.kind == quota.Window && f.burst != 0 {
 		return f, "a calendar window has no burst: its quota is available at once"
 	}
 	if f.kind == quota.GCRA && f.hasReset {
-		return f, fmt.Sprintf("only hour, day and month windows reset; %q is a GCRA period", unit)
+		return f, fmt.Sprintf("only hour, day and month windows reset; %s is a GCRA period", quote(unit))
 	}
 	return f, ""
 }

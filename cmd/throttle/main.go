@@ -125,7 +125,10 @@ func exitCode(err error, stderr io.Writer) int {
 			for _, p := range pe.Problems {
 				fmt.Fprintln(stderr, p.String())
 			}
-			n := len(pe.Problems)
+			if pe.More > 0 {
+				fmt.Fprintln(stderr, pe.MoreLine())
+			}
+			n := len(pe.Problems) + pe.More
 			fmt.Fprintf(stderr, "throttle: invalid configuration: %d problem%s\n", n, plural(n))
 			return exitConfig
 		}

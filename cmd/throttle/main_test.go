@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -153,6 +155,54 @@ func TestValidate(t *testing.T) {
 	}
 	if code, _, _ := cli(context.Background(), "validate", "testdata/missing.yaml"); code != exitFailure {
 		t.Errorf("validate of a missing file: exit %d, want %d", code, exitFailure)
+	}
+}
+
+// TestValidateOutputIsBounded (D17): a file of 20,000 unknown fields
+// prints the first providers.MaxProblems problems and a count (19 KB for
+// 200,000 of them, which printed 39 MB; fewer keep the test quick, the
+// output does not depend on the count); a 3 MB host name is echoed cut.
+func TestValidateOutputIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const unknown = 20000
+	var sb strings.Builder
+	sb.WriteString("providers:\n  p:\n    hosts: [api.p.com]\n    limits: [{name: peak, limit: 1/s}]\n")
+	for i := 0; i < unknown; i++ {
+		fmt.Fprintf(&sb, "    f%d: 1\n", i)
+	}
+	many := filepath.Join(dir, "many.yaml")
+	if err := os.WriteFile(many, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(context.Background(), "validate", many)
+	if code != exitConfig {
+		t.Fatalf("exit %d, want %d", code, exitConfig)
+	}
+	const most = 64 << 10
+	if len(errOut) > most {
+		t.Errorf("%d bytes of problems, want at most %d", len(errOut), most)
+	}
+	if lines := strings.Count(errOut, "\n"); lines != providers.MaxProblems+2 {
+		t.Errorf("%d lines, want %d problems, the count of the rest and the total", lines, providers.MaxProblems)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("\n… and %d more problems\n", unknown-providers.MaxProblems),
+		fmt.Sprintf("throttle: invalid configuration: %d problems\n", unknown),
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q; its end:\n%s", want, errOut[max(0, len(errOut)-300):])
+		}
+	}
+
+	host := filepath.Join(dir, "host.yaml")
+	yaml := "providers:\n  p:\n    hosts: [" + strings.Repeat("a", 3<<20) + ".com]\n    limits: [{name: peak, limit: 1/s}]\n"
+	if err := os.WriteFile(host, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cli(context.Background(), "validate", host)
+	if code != exitConfig || len(errOut) > 1024 || !strings.Contains(errOut, `aaa…"`) {
+		t.Errorf("exit %d, %d bytes: %.500s; want exit %d and the host cut short", code, len(errOut), errOut, exitConfig)
 	}
 }
 

@@ -22,7 +22,8 @@ each is printed to stderr as
 
 	file:line:column: field.path: what is wrong and what would be valid
 
-and the exit code is 3. When it is valid, the resolved table is printed to
+(the first 100, then a count of the rest; values from the file are cut
+at 80 bytes) and the exit code is 3. When it is valid, the resolved table is printed to
 stdout: per provider its hosts and behaviour, and per limit the route that
 adds it, the limit in the short form with headroom applied (the numbers the
 store enforces), its scope, what happens without a scope value and the
