@@ -90,6 +90,8 @@ func worker(ctx context.Context) (report, error) {
 	if err != nil {
 		return r, fmt.Errorf("REDIS_URL: %w", err)
 	}
+	// No client retries: one re-sent after a lost reply would charge twice.
+	ropts.MaxRetries = -1
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	store, err := redisstore.New(rdb, redisstore.Options{Prefix: os.Getenv(prefixEnv)})

@@ -341,6 +341,8 @@ func openRedis(ctx context.Context, url string) (*redisstore.Store, func(), erro
 		return nil, nil, fmt.Errorf("REDIS_URL is set but Redis at %s is not reachable: %w", redactURL(url), err)
 	}
 	_ = conn.Close()
+	// No client retries: one re-sent after a lost reply would charge twice.
+	ropts.MaxRetries = -1
 	rdb := redis.NewClient(ropts)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
