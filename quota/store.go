@@ -9,10 +9,22 @@ import (
 	"time"
 )
 
-// ErrStore is wrapped by every error a Store returns because its backend
-// failed (Redis down, a timeout, a malformed reply), as opposed to a
-// decision that refused the request.
+// ErrStore is wrapped by every error a Store returns because the store
+// itself failed (Redis down, a timeout, a server that cannot serve:
+// loading, read-only, out of memory), as opposed to a decision that
+// refused the request. Every request would fail the same way for a while,
+// so a caller may stop asking the store and fall back.
 var ErrStore = errors.New("quota: store failed")
+
+// ErrState is wrapped by every error a Store returns because it could not
+// decide this one request although it works: the state under the
+// request's keys, or the store's reply for it, is unusable (a key of the
+// wrong type, calendar windows the store cannot place, a malformed
+// reply). Other requests are unaffected, so it is no reason to stop using
+// the store, and the same request is likely to fail again. A caller treats
+// an error that wraps none of ErrInvalid, ErrStore, ErrState and the
+// context's errors as ErrStore.
+var ErrState = errors.New("quota: the request's state in the store is unusable")
 
 // A Store decides requests against stacks of limits and keeps their state.
 // Implementations are safe for concurrent use. The store is the one clock:

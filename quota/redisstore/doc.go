@@ -35,14 +35,28 @@
 // cancelled too (see cancel.lua). Every key expires when its state is back
 // to idle. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
-// quota.ErrStore), so the items of one stack need distinct keys, as
+// quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.
 //
 // # Failure
 //
-// Every call is bounded by Options.Timeout. An error from Redis (down, slow,
-// a malformed reply) wraps both quota.ErrStore and the original error. A
-// client whose options set ContextTimeoutEnabled stops at the deadline by
+// Every call is bounded by Options.Timeout. An error from Redis wraps the
+// original error and one of two sentinels, so that a caller can tell a
+// failed store from a failed request:
+//
+//   - quota.ErrStore: the store itself failed, and every call would fail
+//     alike for a while. No answer (a connection refused or reset, a
+//     timeout, a closed client), or an error reply that says the server
+//     cannot serve anyone: LOADING, READONLY, OOM, MISCONF, BUSY,
+//     MASTERDOWN, NOREPLICAS, "max number of clients reached", NOAUTH,
+//     WRONGPASS, NOPERM, and in a cluster CLUSTERDOWN, TRYAGAIN, or MOVED
+//     and ASK once go-redis's redirects ran out.
+//   - quota.ErrState: Redis answered, but could not decide this request:
+//     any other error reply (WRONGTYPE, the script's "ERR throttle: ..."
+//     errors, a Lua error) or a malformed reply. Other requests are
+//     unaffected.
+//
+// A client whose options set ContextTimeoutEnabled stops at the deadline by
 // itself; with any other client the store stops waiting at the deadline and
 // lets the abandoned call finish in the background (bounded by the client's
 // own read and write timeouts), so that a hung Redis never holds a caller

@@ -3,6 +3,9 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,7 +214,17 @@ func TestStoppedRedis(t *testing.T) {
 func hungRedis(t *testing.T) string {
 	t.Helper()
 	srv := redistest.Start(t)
-	c := srv.Client(t)
+	pid := redisPID(t, srv.Client(t))
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis-server %d: %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	return srv.Addr
+}
+
+// redisPID returns the process id of the server c talks to.
+func redisPID(t *testing.T, c *redis.Client) int {
+	t.Helper()
 	info, err := c.Info(context.Background(), "server").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -228,11 +241,7 @@ func hungRedis(t *testing.T) string {
 	if pid <= 0 {
 		t.Fatal("INFO server gave no process_id")
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatalf("SIGSTOP redis-server %d: %v", pid, err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	return srv.Addr
+	return pid
 }
 
 // TestHungRedis: a Redis that never answers holds no call longer than the
@@ -292,8 +301,9 @@ func TestCallerContextIsNotAStoreFailure(t *testing.T) {
 	}
 }
 
-// TestErrorReplyWrapsBoth: a Redis error (here WRONGTYPE: someone else's
-// data under our key) keeps the original error next to quota.ErrStore.
+// TestErrorReplyWrapsBoth: a Redis error reply for one request (here
+// WRONGTYPE: someone else's data under our key) keeps the original error
+// next to quota.ErrState, and is no failure of the store.
 func TestErrorReplyWrapsBoth(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -305,7 +315,81 @@ func TestErrorReplyWrapsBoth(t *testing.T) {
 	req := stack("v", window("peak", 10, quota.Day, nil))
 	_, err := st.Reserve(ctx, &req)
 	var rerr redis.Error
-	if !errors.Is(err, quota.ErrStore) || !errors.As(err, &rerr) {
-		t.Errorf("Reserve over a list: %v, want quota.ErrStore wrapping the redis.Error", err)
+	if !errors.Is(err, quota.ErrState) || errors.Is(err, quota.ErrStore) || !errors.As(err, &rerr) {
+		t.Errorf("Reserve over a list: %v, want quota.ErrState (not ErrStore) wrapping the redis.Error", err)
+	}
+}
+
+// replyError is an error reply as go-redis returns one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// TestClassify: which failures rest the store (quota.ErrStore) and which
+// fail one request alone (quota.ErrState). Replies are as Redis 7 words
+// them; one from inside a script carries the script's position.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	const script = " script: 8159f1b491d0ed193d4f39b9aa6bf43098841351, on @user_script:103."
+	store := []error{
+		replyError("LOADING Redis is loading the dataset in memory"),
+		replyError("READONLY You can't write against a read only replica."),
+		replyError("ERR Error running script (call to f_8159): @user_script:103: -READONLY You can't write against a read only replica."),
+		replyError("OOM command not allowed when used memory > 'maxmemory'." + script),
+		replyError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."),
+		replyError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."),
+		replyError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+		replyError("NOREPLICAS Not enough good replicas to write."),
+		replyError("ERR max number of clients reached"),
+		replyError("NOAUTH Authentication required."),
+		replyError("WRONGPASS invalid username-password pair or user is disabled."),
+		replyError("NOPERM User default has no permissions to run the 'evalsha' command"),
+		replyError("CLUSTERDOWN The cluster is down"),
+		replyError("TRYAGAIN Multiple keys request during rehashing of slot"),
+		replyError("MOVED 3999 127.0.0.1:6381"),
+		replyError("ASK 3999 127.0.0.1:6381"),
+		io.EOF,
+		&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED},
+		context.DeadlineExceeded,
+		redis.ErrClosed,
+		redis.ErrPoolTimeout,
+	}
+	state := []error{
+		replyError("WRONGTYPE Operation against a key holding the wrong kind of value" + script),
+		replyError("ERR throttle: server time 1788724800000000 is outside the windows the client computed: client clock off by more than a window" + script),
+		replyError("ERR user_script:96: attempt to compare nil with number" + script),
+		replyError("CROSSSLOT Keys in request don't hash to the same slot"),
+		replyError("ERR an error reply nobody has seen yet"),
+		fmt.Errorf("%w: 3 elements, want 7", errReply),
+	}
+	st := &Store{}
+	for _, want := range []struct {
+		errs []error
+		is   error
+	}{{store, quota.ErrStore}, {state, quota.ErrState}} {
+		for _, e := range want.errs {
+			err := st.fail(context.Background(), "reserve", e)
+			if !errors.Is(err, want.is) || errors.Is(err, quota.ErrStore) == errors.Is(err, quota.ErrState) || !errors.Is(err, e) {
+				t.Errorf("%q: got %v, want it to wrap %v alone, and the error itself", e, err, want.is)
+			}
+		}
+	}
+}
+
+// TestOutOfMemoryIsAStoreFailure: a real Redis at its maxmemory with
+// noeviction refuses every write, whatever the keys: quota.ErrStore.
+func TestOutOfMemoryIsAStoreFailure(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	if err := client.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := stack("v", gcra("peak", 10, time.Second, 0))
+	_, err := st.Reserve(ctx, &req)
+	if !errors.Is(err, quota.ErrStore) || errors.Is(err, quota.ErrState) || !redis.IsOOMError(err) {
+		t.Errorf("Reserve on a Redis out of memory: %v, want quota.ErrStore wrapping the OOM reply", err)
 	}
 }

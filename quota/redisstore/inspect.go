@@ -141,7 +141,8 @@ func (s *Store) ParseKey(k string) (tag, key string, pause, ok bool) {
 // Inspect reads the state of req's limits and pauses in one round trip,
 // without changing it; req.Cost and req.MaxWait are ignored. Items may be
 // empty when Pauses is not. An error that Redis caused wraps
-// quota.ErrStore.
+// quota.ErrStore, or quota.ErrState when it concerns this request's keys
+// alone.
 func (s *Store) Inspect(ctx context.Context, req *quota.Request) (Snapshot, error) {
 	snaps, err := s.InspectAll(ctx, []*quota.Request{req})
 	if err != nil {

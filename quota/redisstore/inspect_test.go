@@ -232,8 +232,8 @@ func TestInspectAllAndScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := quota.Request{Tag: "bad", Items: []quota.Item{{Limit: peak, Key: "peak"}}}
-	if _, err := st.Inspect(ctx, &bad); !errors.Is(err, quota.ErrStore) {
-		t.Errorf("Inspect of a hash as a GCRA key: %v, want ErrStore", err)
+	if _, err := st.Inspect(ctx, &bad); !errors.Is(err, quota.ErrState) || errors.Is(err, quota.ErrStore) {
+		t.Errorf("Inspect of a hash as a GCRA key: %v, want ErrState (this request's state), not ErrStore", err)
 	}
 }
 

@@ -156,9 +156,11 @@ func honoursDeadlines(client redis.UniversalClient) bool {
 }
 
 // Reserve decides req in one round trip; see quota.Store. An error that
-// Redis caused wraps quota.ErrStore and the original error; an invalid
-// request is refused before any round trip with an error wrapping
-// quota.ErrInvalid; a ctx that ended returns its error.
+// Redis caused wraps the original error and either quota.ErrStore (Redis
+// failed) or quota.ErrState (Redis answered, but not for this request:
+// see the package doc, "Failure"); an invalid request is refused before
+// any round trip with an error wrapping quota.ErrInvalid; a ctx that
+// ended returns its error.
 func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reservation, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -278,7 +280,7 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 		return s.fail(ctx, "pause", err)
 	}
 	if _, ok := v.(int64); !ok {
-		return s.fail(ctx, "pause", fmt.Errorf("malformed reply: %T, want an integer", v))
+		return s.fail(ctx, "pause", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }
@@ -326,7 +328,7 @@ func (c *cancellation) cancel(ctx context.Context) error {
 		return c.s.fail(ctx, "cancel", err)
 	}
 	if _, ok := v.(int64); !ok {
-		return c.s.fail(ctx, "cancel", fmt.Errorf("malformed reply: %T, want an integer", v))
+		return c.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }
@@ -369,11 +371,13 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args [
 
 // fail wraps an error of a call. When the caller's own context ended, its
 // error is returned as it is: the caller gave up, the store did not fail.
+// Otherwise it wraps quota.ErrStore or quota.ErrState (see classify) and
+// err.
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if cerr := ended(ctx); cerr != nil {
 		return fmt.Errorf("redisstore: %s: %w", op, cerr)
 	}
-	return fmt.Errorf("redisstore: %s: %w: %w", op, quota.ErrStore, err)
+	return fmt.Errorf("redisstore: %s: %w: %w", op, classify(err), err)
 }
 
 // ended returns ctx's error, or context.DeadlineExceeded once its deadline
