@@ -15,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jarcoal/httpmock"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/quota/redisstore"
 )
 
@@ -327,5 +330,89 @@ providers:
 	var le *throttle.LimitError
 	if !errors.As(err, &le) || le.Limit != "pause" {
 		t.Fatalf("a request within the vendor's Retry-After during the outage: got (%d, %v), want a *LimitError by the pause", status, err)
+	}
+}
+
+// TestFailoverOneRequestsStateFailsItAlone: a request the store answers
+// with an error for its own keys (here another program's list under the
+// provider's key, so Redis replies WRONGTYPE; a daily window the script
+// cannot place fails alike) fails alone, with an error that says so. It
+// must not rest the store: a healthy provider on the same transport is
+// never refused, and the failing provider's next request asks Redis again.
+func TestFailoverOneRequestsStateFailsItAlone(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rc := srv.Client(t)
+	clk := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	store, err := redisstore.New(rc, redisstore.Options{Prefix: "state:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.RPush(context.Background(), store.Key("broken", "daily"), "not a quota").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := providers.Load("t.yaml", []byte(`
+providers:
+  broken:
+    hosts: [api.broken.test]
+    limits: [{name: daily, limit: 1000/day}]
+  healthy:
+    hosts: [api.healthy.test]
+    limits: [{name: peak, limit: 1000/s}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock := httpmock.NewMockTransport()
+	mock.RegisterNoResponder(httpmock.NewStringResponder(200, "ok"))
+	obs := &recorder{}
+	tr, err := throttle.New(throttle.WithStore(store), throttle.WithRegistry(providers.NewRegistry(cfg)),
+		throttle.WithBase(mock), throttle.WithClock(clk), throttle.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(url string) error {
+		req, _ := http.NewRequest("GET", url, nil)
+		resp, err := tr.RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	refused := 0
+	for i := 0; i < 100; i++ {
+		if i%10 == 0 {
+			err := get("https://api.broken.test/")
+			if err == nil || !errors.Is(err, quota.ErrState) || errors.Is(err, quota.ErrStore) || errors.Is(err, throttle.ErrStoreUnavailable) ||
+				!strings.Contains(err.Error(), "broken") || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("broken, request %d: got %v, want an error naming the provider and Redis's WRONGTYPE, "+
+					"matching quota.ErrState and not the store's failure", i, err)
+			}
+		}
+		if err := get("https://api.healthy.test/"); err != nil {
+			refused++
+			if refused == 1 {
+				t.Errorf("healthy, request %d: %v", i, err)
+			}
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	if refused > 0 {
+		t.Errorf("the healthy provider was refused %d times of 100, want none", refused)
+	}
+	if n := mock.GetCallCountInfo()["GET https://api.broken.test/"]; n != 0 {
+		t.Errorf("the broken provider's requests were sent %d times, want none", n)
+	}
+	errorsSeen := 0
+	for _, e := range obs.events {
+		switch e.Kind {
+		case throttle.StoreError:
+			errorsSeen++
+		case throttle.FellBack:
+			t.Errorf("event %+v: no request fell back, the store never failed", e)
+		}
+	}
+	if errorsSeen != 10 {
+		t.Errorf("%d StoreError events, want one per failed request (10)", errorsSeen)
 	}
 }

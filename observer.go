@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -28,11 +29,14 @@ const (
 	// Paused: the scope was paused fleet-wide for Wait after an upstream
 	// throttle.
 	Paused
-	// StoreError: the quota store failed (Err says how).
+	// StoreError: the quota store failed, or failed this request alone
+	// (Err says how; it matches quota.ErrState in the second case, and
+	// the store stays in use).
 	StoreError
-	// FellBack: after a store error the request was decided by the
-	// provider's on_store_error policy: sent unthrottled (fail_open) or
-	// decided by the in-process limiter (local).
+	// FellBack: the store failed or rests after failing, so the
+	// provider's on_store_error policy (Policy) decided the request:
+	// refused it (fail_closed), sent it unthrottled (fail_open) or had the
+	// in-process limiter decide (local). Err says why the store did not.
 	FellBack
 )
 
@@ -62,9 +66,11 @@ type Event struct {
 	Shadow bool
 	// Status is the upstream response's status (UpstreamThrottled).
 	Status int
-	// Err is the store's error (StoreError), or the policy that decided
-	// (FellBack: "fail_open" or "local").
+	// Err is the store's error (StoreError), or why the store did not
+	// decide (FellBack).
 	Err error
+	// Policy is the on_store_error policy that decided (FellBack).
+	Policy providers.StoreErrorPolicy
 	// Items and Statuses are the stack and its state after the decision
 	// (Decided, Refused).
 	Items    []quota.Item
@@ -111,6 +117,9 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 	}
 	if e.Status != 0 {
 		attrs = append(attrs, slog.Int("status", e.Status))
+	}
+	if e.Kind == FellBack {
+		attrs = append(attrs, slog.String("policy", e.Policy.String()))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))

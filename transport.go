@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fleetquota/throttle/backoff"
@@ -24,8 +21,9 @@ import (
 const DefaultPause = time.Second
 
 // DefaultStoreRetry is how long the transport keeps a failed store out of
-// the hot path before it tries it again, so a dead or hung store costs one
-// timeout per interval instead of one per request.
+// the hot path before one request probes it again, so a dead or hung store
+// costs one timeout per interval (after the requests already in flight when
+// it failed) instead of one per request.
 const DefaultStoreRetry = time.Second
 
 // Transport is an http.RoundTripper that keeps the requests it sends inside
@@ -42,19 +40,11 @@ const DefaultStoreRetry = time.Second
 type Transport struct {
 	base     http.RoundTripper
 	registry *providers.Registry
-	store    quota.Store
 	observer Observer
 	clock    quota.Clock
-
-	// local is the in-process limiter of providers whose on_store_error
-	// is local, and the store when none is given.
-	local      *quota.MemoryStore
-	storeRetry time.Duration
-	// storeDownUntil (Unix µs on clock) keeps a failed store out of the
-	// hot path until then.
-	storeDownUntil atomic.Int64
-	// scaled caches the local-share copies of limits, by original.
-	scaled sync.Map
+	// failover holds the store (set by WithStore and WithStoreRetry) and
+	// decides when it fails.
+	failover failover
 
 	retry retrySettings
 }
@@ -104,7 +94,7 @@ func WithStore(s quota.Store) Option {
 		if s == nil {
 			return errors.New("throttle: WithStore(nil)")
 		}
-		t.store = s
+		t.failover.store = s
 		return nil
 	})
 }
@@ -127,15 +117,15 @@ func WithClock(c quota.Clock) Option {
 	})
 }
 
-// WithStoreRetry sets how long a failed store is left alone before it is
-// tried again (DefaultStoreRetry). Meanwhile each provider's on_store_error
-// policy decides.
+// WithStoreRetry sets how long a failed store is left alone before one
+// request probes it again (DefaultStoreRetry). Meanwhile each provider's
+// on_store_error policy decides.
 func WithStoreRetry(d time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if d <= 0 {
 			return fmt.Errorf("throttle: WithStoreRetry(%v): must be positive", d)
 		}
-		t.storeRetry = d
+		t.failover.retry = d
 		return nil
 	})
 }
@@ -158,10 +148,10 @@ func WithRetries(max int, min, cap time.Duration) Option {
 // http.DefaultTransport.
 func New(opts ...Option) (*Transport, error) {
 	t := &Transport{
-		base:       http.DefaultTransport,
-		clock:      quota.SystemClock{},
-		storeRetry: DefaultStoreRetry,
-		retry:      retrySettings{4, 500 * time.Millisecond, 30 * time.Second},
+		base:     http.DefaultTransport,
+		clock:    quota.SystemClock{},
+		failover: failover{retry: DefaultStoreRetry},
+		retry:    retrySettings{4, 500 * time.Millisecond, 30 * time.Second},
 	}
 	for _, o := range opts {
 		if err := o.apply(t); err != nil {
@@ -175,9 +165,11 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.registry = providers.NewRegistry(cfg)
 	}
-	t.local = quota.NewMemoryStore(quota.MemoryOptions{Clock: t.clock})
-	if t.store == nil {
-		t.store = t.local
+	f := &t.failover
+	f.clock, f.observe = t.clock, t.observe
+	f.local = quota.NewMemoryStore(quota.MemoryOptions{Clock: t.clock})
+	if f.store == nil {
+		f.store = f.local
 	}
 	return t, nil
 }
@@ -186,8 +178,11 @@ func New(opts ...Option) (*Transport, error) {
 // ErrLimited) when the request could not go within its max wait or its
 // context's deadline, before sending or sleeping; the context's error when
 // it ended while the request waited; an error matching ErrStoreUnavailable
-// when the store failed and the provider fails closed. A throttled
-// response (429 and the vendor's equivalents) is returned as a response.
+// when the store failed and the provider fails closed; an error matching
+// quota.ErrState, whatever the provider's policy, when the store works but
+// could not decide this request (its keys hold something else). A
+// throttled response (429 and the vendor's equivalents) is returned as a
+// response.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	res, ok, err := t.registry.Resolve(req, input(ctx))
@@ -210,7 +205,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			q.MaxWait = max(left, 0)
 		}
 	}
-	rsv, err := t.reserve(ctx, p, &q)
+	rsv, err := t.failover.reserve(ctx, p, &q)
 	if err != nil {
 		if errors.Is(err, errFailOpen) {
 			return t.send(req, &res)
@@ -246,83 +241,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
 	}
 	return t.send(req, &res)
-}
-
-// errFailOpen says: the store failed and the provider fails open.
-var errFailOpen = errors.New("throttle: fail open")
-
-// reserve asks the store, or, while the store is failing, applies the
-// provider's on_store_error policy.
-func (t *Transport) reserve(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
-	if !t.storeResting() {
-		rsv, err := t.store.Reserve(ctx, q)
-		if err == nil {
-			return rsv, nil
-		}
-		if ctx.Err() != nil || errors.Is(err, quota.ErrInvalid) {
-			return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
-		}
-		t.storeFailed(ctx, p, err)
-		return t.fallback(ctx, p, q, err)
-	}
-	return t.fallback(ctx, p, q, errStoreResting)
-}
-
-// storeResting reports whether the store failed within the last store
-// retry interval and is left alone. The in-process store never rests.
-func (t *Transport) storeResting() bool {
-	return t.store != quota.Store(t.local) && t.clock.Now().UnixMicro() < t.storeDownUntil.Load()
-}
-
-func (t *Transport) storeFailed(ctx context.Context, p *providers.Provider, err error) {
-	t.storeDownUntil.Store(t.clock.Now().Add(t.storeRetry).UnixMicro())
-	t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
-}
-
-var errStoreResting = errors.New("the store failed recently and is left alone until its retry interval passes")
-
-func (t *Transport) fallback(ctx context.Context, p *providers.Provider, q *quota.Request, cause error) (*quota.Reservation, error) {
-	switch p.OnStoreError {
-	case providers.FailOpen:
-		t.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Err: errors.New("fail_open")})
-		return nil, errFailOpen
-	case providers.Local:
-		t.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Err: errors.New("local")})
-		lq := *q
-		lq.Items = make([]quota.Item, len(q.Items))
-		for i, it := range q.Items {
-			it.Limit = t.scaledLimit(it.Limit, p.LocalShare)
-			// Each limit keeps its own cost, capped: a share may be
-			// smaller than one costly request.
-			it.Cost = min(q.CostOf(i), it.Limit.Capacity())
-			lq.Items[i] = it
-		}
-		rsv, err := t.local.Reserve(ctx, &lq)
-		if err != nil {
-			return nil, fmt.Errorf("throttle: %s: local limiter: %w", p.Name, err)
-		}
-		return rsv, nil
-	default:
-		return nil, fmt.Errorf("throttle: %s: %w: %w", p.Name, ErrStoreUnavailable, cause)
-	}
-}
-
-// scaledLimit returns l at share of its rate and burst (at least 1 each),
-// the in-process limiter's part of a fleet-wide limit.
-func (t *Transport) scaledLimit(l *quota.Limit, share float64) *quota.Limit {
-	if v, ok := t.scaled.Load(l); ok {
-		return v.(*quota.Limit)
-	}
-	if share <= 0 || share > 1 {
-		share = 1
-	}
-	s := *l
-	s.Rate = max(1, int64(math.Floor(float64(l.Rate)*share)))
-	if l.Burst > 0 {
-		s.Burst = max(1, int64(math.Floor(float64(l.Burst)*share)))
-	}
-	v, _ := t.scaled.LoadOrStore(l, &s)
-	return v.(*quota.Limit)
 }
 
 // wait sleeps until the reserved slot, or gives the slot back when ctx
@@ -370,20 +288,7 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Re
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	paused := false
-	if p.OnStoreError == providers.Local && t.store != quota.Store(t.local) {
-		// The local limiter decides while the store is down; it must
-		// honour the vendor's delay too.
-		paused = t.local.Pause(pctx, res.Request.Tag, res.Pause, d) == nil
-	}
-	if !t.storeResting() {
-		if err := t.store.Pause(pctx, res.Request.Tag, res.Pause, d); err != nil {
-			t.storeFailed(ctx, p, err)
-		} else {
-			paused = true
-		}
-	}
-	if paused {
+	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d) {
 		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
 	}
 	return resp, nil

@@ -1,0 +1,153 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
+)
+
+// failover owns the quota store and what the transport does when it
+// fails. A call that fails because the store itself failed
+// (quota.ErrStore) rests the store for the retry interval; meanwhile each
+// provider's on_store_error policy decides: refuse, send unthrottled, or
+// ask the in-process limiter at the provider's local share. A store that
+// answers with an error for one request (quota.ErrState) fails that
+// request alone.
+type failover struct {
+	store quota.Store
+	// local is the in-process limiter of providers whose on_store_error
+	// is local, and the store itself when none is given.
+	local   *quota.MemoryStore
+	clock   quota.Clock
+	retry   time.Duration
+	observe func(context.Context, Event)
+
+	// downUntil (Unix µs on clock) keeps a failed store out of the hot
+	// path until then.
+	downUntil atomic.Int64
+	// scaled caches the local-share copies of limits, by original.
+	scaled sync.Map
+}
+
+// errFailOpen says: the store failed and the provider fails open.
+var errFailOpen = errors.New("throttle: fail open")
+
+// errStoreResting is the cause of a fallback while the store rests.
+var errStoreResting = fmt.Errorf("%w recently and is left alone until its retry interval passes", quota.ErrStore)
+
+// reserve decides q: by the store unless it rests, else by p's
+// on_store_error policy. It returns errFailOpen when the policy sends the
+// request unthrottled.
+func (f *failover) reserve(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
+	if f.resting() {
+		return f.fallback(ctx, p, q, errStoreResting)
+	}
+	rsv, err := f.store.Reserve(ctx, q)
+	if f.settle(ctx, p, err) {
+		return f.fallback(ctx, p, q, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
+	}
+	return rsv, nil
+}
+
+// pause holds back key (in tag) for d after p's vendor throttled a
+// request: in the store, and in the in-process limiter when that decides
+// p's requests during an outage, since it must honour the vendor's delay
+// too. It reports whether either took the pause.
+func (f *failover) pause(ctx context.Context, p *providers.Provider, tag, key string, d time.Duration) bool {
+	paused := false
+	if p.OnStoreError == providers.Local && f.store != quota.Store(f.local) {
+		paused = f.local.Pause(ctx, tag, key, d) == nil
+	}
+	if !f.resting() {
+		err := f.store.Pause(ctx, tag, key, d)
+		f.settle(ctx, p, err)
+		paused = paused || err == nil
+	}
+	return paused
+}
+
+// resting reports whether the store failed within the last retry
+// interval and is left alone. The in-process store never rests.
+func (f *failover) resting() bool {
+	return f.store != quota.Store(f.local) && f.clock.Now().UnixMicro() < f.downUntil.Load()
+}
+
+// settle records the outcome of a call to the store and reports whether
+// the store itself failed, so that p's policy must decide instead. A
+// caller's ended context and an invalid request say nothing about the
+// store.
+func (f *failover) settle(ctx context.Context, p *providers.Provider, err error) (failed bool) {
+	switch {
+	case err == nil:
+	case errors.Is(err, quota.ErrState):
+		// The store answered, for this request alone: worth an alert,
+		// no reason to rest.
+		f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+	case ctx.Err() != nil || errors.Is(err, quota.ErrInvalid):
+	default:
+		f.downUntil.Store(f.clock.Now().Add(f.retry).UnixMicro())
+		f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+		return true
+	}
+	return false
+}
+
+// fallback applies p's on_store_error policy to q; cause is why the store
+// did not decide.
+func (f *failover) fallback(ctx context.Context, p *providers.Provider, q *quota.Request, cause error) (*quota.Reservation, error) {
+	f.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Policy: p.OnStoreError, Err: cause})
+	switch p.OnStoreError {
+	case providers.FailOpen:
+		return nil, errFailOpen
+	case providers.Local:
+		return f.reserveLocally(ctx, p, q)
+	default:
+		return nil, fmt.Errorf("throttle: %s: %w: %w", p.Name, ErrStoreUnavailable, cause)
+	}
+}
+
+// reserveLocally decides q in the in-process limiter, every limit scaled
+// to p's local share. Each limit keeps its own cost, capped: a share may
+// be smaller than one costly request.
+func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
+	lq := *q
+	lq.Items = make([]quota.Item, len(q.Items))
+	for i, it := range q.Items {
+		it.Limit = f.scaledLimit(it.Limit, p.LocalShare)
+		it.Cost = min(q.CostOf(i), it.Limit.Capacity())
+		lq.Items[i] = it
+	}
+	rsv, err := f.local.Reserve(ctx, &lq)
+	if err != nil {
+		return nil, fmt.Errorf("throttle: %s: local limiter: %w", p.Name, err)
+	}
+	return rsv, nil
+}
+
+// scaledLimit returns l at share of its rate and burst (at least 1 each),
+// the in-process limiter's part of a fleet-wide limit.
+func (f *failover) scaledLimit(l *quota.Limit, share float64) *quota.Limit {
+	if v, ok := f.scaled.Load(l); ok {
+		return v.(*quota.Limit)
+	}
+	if share <= 0 || share > 1 {
+		share = 1
+	}
+	s := *l
+	s.Rate = max(1, int64(math.Floor(float64(l.Rate)*share)))
+	if l.Burst > 0 {
+		s.Burst = max(1, int64(math.Floor(float64(l.Burst)*share)))
+	}
+	v, _ := f.scaled.LoadOrStore(l, &s)
+	return v.(*quota.Limit)
+}
