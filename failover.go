@@ -15,7 +15,9 @@ import (
 
 // failover owns the quota store and what the transport does when it
 // fails. A call that fails because the store itself failed
-// (quota.ErrStore) rests the store for the retry interval; meanwhile each
+// (quota.ErrStore) rests the store for the retry interval; after that,
+// one request at a time probes it while the others still fall back, and
+// the probe's answer ends the rest or starts the next one. Meanwhile each
 // provider's on_store_error policy decides: refuse, send unthrottled, or
 // ask the in-process limiter at the provider's local share. A store that
 // answers with an error for one request (quota.ErrState) fails that
@@ -29,9 +31,12 @@ type failover struct {
 	retry   time.Duration
 	observe func(context.Context, Event)
 
-	// downUntil (Unix µs on clock) keeps a failed store out of the hot
-	// path until then.
+	// downUntil is zero while the store is in use; after a failure, the
+	// Unix µs (on clock) until which it rests. Once that has passed, the
+	// request that sets probing tries the store; the rest ends only with
+	// the probe's answer.
 	downUntil atomic.Int64
+	probing   atomic.Bool
 	// scaled caches the local-share copies of limits, by original.
 	scaled sync.Map
 }
@@ -42,15 +47,16 @@ var errFailOpen = errors.New("throttle: fail open")
 // errStoreResting is the cause of a fallback while the store rests.
 var errStoreResting = fmt.Errorf("%w recently and is left alone until its retry interval passes", quota.ErrStore)
 
-// reserve decides q: by the store unless it rests, else by p's
-// on_store_error policy. It returns errFailOpen when the policy sends the
-// request unthrottled.
+// reserve decides q: by the store while it is in use or as the probe of
+// a resting store, else by p's on_store_error policy. It returns
+// errFailOpen when the policy sends the request unthrottled.
 func (f *failover) reserve(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
-	if f.resting() {
+	probe, ok := f.admit()
+	if !ok {
 		return f.fallback(ctx, p, q, errStoreResting)
 	}
 	rsv, err := f.store.Reserve(ctx, q)
-	if f.settle(ctx, p, err) {
+	if f.settle(ctx, p, probe, err) {
 		return f.fallback(ctx, p, q, err)
 	}
 	if err != nil {
@@ -68,38 +74,64 @@ func (f *failover) pause(ctx context.Context, p *providers.Provider, tag, key st
 	if p.OnStoreError == providers.Local && f.store != quota.Store(f.local) {
 		paused = f.local.Pause(ctx, tag, key, d) == nil
 	}
-	if !f.resting() {
+	if probe, ok := f.admit(); ok {
 		err := f.store.Pause(ctx, tag, key, d)
-		f.settle(ctx, p, err)
+		f.settle(ctx, p, probe, err)
 		paused = paused || err == nil
 	}
 	return paused
 }
 
-// resting reports whether the store failed within the last retry
-// interval and is left alone. The in-process store never rests.
-func (f *failover) resting() bool {
-	return f.store != quota.Store(f.local) && f.clock.Now().UnixMicro() < f.downUntil.Load()
+// admit reports whether a call may go to the store (ok), and whether it
+// is the one probe of a resting store. Only the probe's answer ends a
+// rest; every admitted probe must be settled.
+func (f *failover) admit() (probe, ok bool) {
+	until := f.downUntil.Load()
+	if until == 0 {
+		return false, true
+	}
+	if f.clock.Now().UnixMicro() < until || !f.probing.CompareAndSwap(false, true) {
+		return false, false
+	}
+	// Another probe may have answered between the load and the swap.
+	switch f.downUntil.Load() {
+	case until:
+		return true, true
+	case 0:
+		f.probing.Store(false)
+		return false, true
+	}
+	f.probing.Store(false)
+	return false, false
 }
 
 // settle records the outcome of a call to the store and reports whether
 // the store itself failed, so that p's policy must decide instead. A
 // caller's ended context and an invalid request say nothing about the
 // store.
-func (f *failover) settle(ctx context.Context, p *providers.Provider, err error) (failed bool) {
+func (f *failover) settle(ctx context.Context, p *providers.Provider, probe bool, err error) (failed bool) {
 	switch {
-	case err == nil:
-	case errors.Is(err, quota.ErrState):
-		// The store answered, for this request alone: worth an alert,
-		// no reason to rest.
-		f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+	case err == nil || errors.Is(err, quota.ErrState):
+		// The store answered: a probe ends the rest. An error for this
+		// request alone is still worth an alert.
+		if err != nil {
+			f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+		}
+		if probe {
+			f.downUntil.Store(0)
+		}
 	case ctx.Err() != nil || errors.Is(err, quota.ErrInvalid):
 	default:
+		// Set before the probe is released, so that no second probe
+		// slips into the same interval.
 		f.downUntil.Store(f.clock.Now().Add(f.retry).UnixMicro())
 		f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
-		return true
+		failed = true
 	}
-	return false
+	if probe {
+		f.probing.Store(false)
+	}
+	return failed
 }
 
 // fallback applies p's on_store_error policy to q; cause is why the store
