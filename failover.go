@@ -34,7 +34,8 @@ type failover struct {
 	// downUntil is zero while the store is in use; after a failure, the
 	// Unix µs (on clock) until which it rests. Once that has passed, the
 	// request that sets probing tries the store; the rest ends only with
-	// the probe's answer.
+	// the probe's answer, so that no reservation of the local limiter is
+	// still waiting when the store decides again.
 	downUntil atomic.Int64
 	probing   atomic.Bool
 	// scaled caches the local-share copies of limits, by original.
@@ -149,14 +150,44 @@ func (f *failover) fallback(ctx context.Context, p *providers.Provider, q *quota
 }
 
 // reserveLocally decides q in the in-process limiter, every limit scaled
-// to p's local share. Each limit keeps its own cost, capped: a share may
-// be smaller than one costly request.
+// to p's local share. Two rules keep this process within its share (see
+// docs/decisions.md, "Failure"):
+//
+//   - A reservation must be due before the store decides again (when the
+//     rest ends), or it would go out on top of what the store admits
+//     then: the wait is capped at what is left of the rest.
+//   - A cost above a scaled limit's capacity is not cut down to it. A
+//     GCRA limit admits it once the limit is idle and charges it in full:
+//     the debt delays the requests after it, so the long-run rate stays
+//     at the share. A calendar window cannot carry a debt into the next
+//     window, so it refuses the request until the store is back.
 func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)
+	}
+	left := max(time.Duration(f.downUntil.Load()-f.clock.Now().UnixMicro())*time.Microsecond, 0)
 	lq := *q
+	lq.MaxWait = min(q.MaxWait, left)
 	lq.Items = make([]quota.Item, len(q.Items))
 	for i, it := range q.Items {
-		it.Limit = f.scaledLimit(it.Limit, p.LocalShare)
-		it.Cost = min(q.CostOf(i), it.Limit.Capacity())
+		l := f.scaledLimit(it.Limit, p.LocalShare)
+		c := q.CostOf(i)
+		if c > l.Capacity() {
+			if l.Kind != quota.GCRA {
+				retry := left
+				if retry == 0 {
+					retry = f.retry
+				}
+				// No limiter decided, so there is no state to report:
+				// zero statuses, one per item as a Result promises.
+				return quota.NewReservation(quota.Result{RetryAfter: retry, Decider: i,
+					Limits: make([]quota.Status, len(q.Items))}, nil), nil
+			}
+			debt := *l
+			debt.Burst = c
+			l = &debt
+		}
+		it.Limit, it.Cost = l, c
 		lq.Items[i] = it
 	}
 	rsv, err := f.local.Reserve(ctx, &lq)

@@ -1,15 +1,22 @@
 package throttle_test
 
 // What the transport does while its store fails, on an injected clock:
-// one probe per retry interval.
+// one probe per retry interval, and the local fallback's bounds on cost
+// and at recovery.
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jarcoal/httpmock"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/quota"
@@ -151,5 +158,167 @@ providers:
 	burst().Wait()
 	if got := gate.calls.Load(); got != 4+n {
 		t.Errorf("after a successful probe: %d store calls in all, want %d (every request)", got, 4+n)
+	}
+}
+
+// TestLocalFallbackChargesCostsInFull: with a store that always fails, a
+// process at local_share 10% of 100,000 tokens a minute sends about
+// 10,000 tokens a minute, within one request, whatever the size of its
+// requests: a request above the local share's burst is admitted when the
+// local limiter is idle and charged in full, not cut down to the share.
+func TestLocalFallbackChargesCostsInFull(t *testing.T) {
+	t.Parallel()
+	for _, tokens := range []int64{50_000, 100_000} {
+		f := newFixture(t, `
+providers:
+  llm:
+    hosts: [api.llm.test]
+    on_limit: fail
+    on_store_error: local
+    local_share: 10%
+    limits: [{name: requests, limit: 1000/min}, {name: tokens, limit: 100000/min}]
+`, throttle.WithStore(brokenStore{}))
+		const share, minutes = 10_000, 10
+		var perMinute [minutes]int64
+		total := int64(0)
+		for s := 0; s < minutes*60; s++ {
+			_, err := f.do(throttle.WithLimitCost(context.Background(), "tokens", tokens), "POST", "https://api.llm.test/v1/chat")
+			var le *throttle.LimitError
+			switch {
+			case err == nil:
+				perMinute[s/60] += tokens
+				total += tokens
+			case !errors.As(err, &le) || le.Limit != "tokens" || le.RetryAfter <= 0:
+				t.Fatalf("%d tokens, second %d: got %v, want sent or refused by the tokens limit", tokens, s, err)
+			}
+			f.clock.Advance(time.Second)
+		}
+		t.Logf("%d-token requests: %d tokens in %d minutes, by minute %v", tokens, total, minutes, perMinute)
+		for m, sent := range perMinute {
+			if sent > share+tokens {
+				t.Errorf("%d-token requests, minute %d: sent %d tokens, want at most the share %d and one request", tokens, m, sent, share)
+			}
+		}
+		if total > minutes*share+tokens || total == 0 {
+			t.Errorf("%d-token requests: sent %d tokens in %d minutes, want some and at most %d and one request",
+				tokens, total, minutes, minutes*share)
+		}
+	}
+}
+
+// TestLocalFallbackRefusesAWindowCostAboveItsShare: a calendar window
+// cannot carry a debt into the next window, so a request costing more
+// than the local share of a window is refused, by that limit, until the
+// store is back.
+func TestLocalFallbackRefusesAWindowCostAboveItsShare(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `
+providers:
+  llm:
+    hosts: [api.llm.test]
+    on_store_error: local
+    local_share: 10%
+    limits: [{name: requests, limit: 1000/min}, {name: daily-tokens, limit: 100000/day}]
+`, throttle.WithStore(brokenStore{}), throttle.WithStoreRetry(time.Second))
+	_, err := f.do(throttle.WithLimitCost(context.Background(), "daily-tokens", 20_000), "POST", "https://api.llm.test/v1/chat")
+	var le *throttle.LimitError
+	if !errors.As(err, &le) || le.Limit != "daily-tokens" || le.RetryAfter != time.Second {
+		t.Fatalf("20,000 tokens against a local share of 10,000 a day: got %v, want a refusal by daily-tokens, retry after the store's retry interval", err)
+	}
+	if _, err := f.do(throttle.WithLimitCost(context.Background(), "daily-tokens", 10_000), "POST", "https://api.llm.test/v1/chat"); err != nil {
+		t.Errorf("10,000 tokens, the local share: %v", err)
+	}
+	if n := f.mock.GetTotalCallCount(); n != 1 {
+		t.Errorf("sent %d, want 1", n)
+	}
+}
+
+// TestLocalFallbackEndsBeforeTheStoreIsBack: the local limiter's
+// reservations are all due by the end of the rest, so none goes out on
+// top of what the store admits once it is back. A process at
+// local_share 34% of 100/s burst 10, with 60 requests waiting when the
+// store fails and 110 when it is back, sends at most the store's 110 in
+// any second plus the local burst of 3.
+func TestLocalFallbackEndsBeforeTheStoreIsBack(t *testing.T) {
+	t.Parallel()
+	gate := &gateStore{}
+	f := newFixture(t, `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    on_limit: wait
+    max_wait: 10s
+    on_store_error: local
+    local_share: 34%
+    limits: [{name: peak, limit: 100/s, burst: 10}]
+`, throttle.WithStore(gate), throttle.WithStoreRetry(time.Second))
+	gate.mem = quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
+	var mu sync.Mutex
+	sent := map[string][]time.Time{}
+	f.mock.RegisterNoResponder(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		phase := strings.Split(req.URL.Path, "/")[1]
+		sent[phase] = append(sent[phase], f.clock.Now())
+		return httpmock.NewStringResponse(200, "ok"), nil
+	})
+
+	var launched, done atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	// settled: every request launched has returned or waits for its slot.
+	settled := func() {
+		waitFor(t, "the requests to settle", func() bool { return done.Load()+int64(f.clock.Timers()) == launched.Load() })
+	}
+	launch := func(phase string, n int) {
+		for i := 0; i < n; i++ {
+			launched.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer done.Add(1)
+				_, err := f.do(context.Background(), "GET", "https://api.vendor.test/"+phase)
+				if err != nil && !errors.Is(err, throttle.ErrLimited) {
+					t.Errorf("%s: %v", phase, err)
+				}
+			}()
+			settled()
+		}
+	}
+
+	t0 := f.clock.Now()
+	gate.fail.Store(true)
+	launch("local", 60)
+	gate.fail.Store(false)
+	for step := 0; step < 300; step++ {
+		f.clock.Advance(10 * time.Millisecond)
+		settled()
+		if step == 99 { // the rest is over: the store decides again
+			launch("store", 110)
+		}
+	}
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent["local"]) == 0 || len(sent["store"]) != 110 {
+		t.Fatalf("sent %d while the store was down and %d after, want some and 110", len(sent["local"]), len(sent["store"]))
+	}
+	for _, at := range sent["local"] {
+		if at.After(t0.Add(time.Second)) {
+			t.Errorf("a request the local limiter admitted went out at +%v, after the rest ended at +1s", at.Sub(t0))
+			break
+		}
+	}
+	all := append(append([]time.Time(nil), sent["local"]...), sent["store"]...)
+	sort.Slice(all, func(i, j int) bool { return all[i].Before(all[j]) })
+	most := 0
+	for i := range all {
+		j := sort.Search(len(all), func(j int) bool { return !all[j].Before(all[i].Add(time.Second)) })
+		most = max(most, j-i)
+	}
+	t.Logf("sent %d while the store was down, %d after; at most %d in one second", len(sent["local"]), len(sent["store"]), most)
+	if most > 113 {
+		t.Errorf("%d sends in one second, want at most 113 (100/s for 1s, the store's burst 10, the local burst 3)", most)
 	}
 }
