@@ -62,6 +62,14 @@
 // own read and write timeouts), so that a hung Redis never holds a caller
 // longer than Timeout.
 //
+// A call that timed out may still have reached Redis: a hung or stopped
+// server runs it when it resumes, and a reservation that nobody uses is
+// charged. That under-admits, never over-admits, and by at most one
+// decision per timed-out call: go-redis does not retry a call whose
+// context has ended, which holds while Timeout is below the client's
+// ReadTimeout. See docs/decisions.md for why the script is not handed a
+// deadline.
+//
 // # Eviction
 //
 // A Redis that evicts keys (any maxmemory-policy but noeviction) forgets

@@ -393,3 +393,69 @@ func TestOutOfMemoryIsAStoreFailure(t *testing.T) {
 		t.Errorf("Reserve on a Redis out of memory: %v, want quota.ErrStore wrapping the OOM reply", err)
 	}
 }
+
+// TestTimedOutCallsChargeAtMostOnce measures the documented bound on
+// calls that time out against a stopped Redis: they sit in the server's
+// socket buffers and run when it resumes, charging reservations nobody
+// will use, at most one per timed-out call. It never over-admits.
+func TestTimedOutCallsChargeAtMostOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	st, err := New(client, Options{Prefix: uniquePrefix(), Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := stack("v", window("daily", 1_000_000, quota.Day, nil))
+	admitted := int64(0)
+	for i := 0; i < 10; i++ {
+		reserve(t, st, req, 1, 0)
+		admitted++
+	}
+	pid := redisPID(t, client)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis-server %d: %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	const timedOut = 5
+	var wg sync.WaitGroup
+	for i := 0; i < timedOut; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := req
+			if _, err := st.Reserve(ctx, &r); !errors.Is(err, quota.ErrStore) {
+				t.Errorf("Reserve on a stopped Redis: %v, want quota.ErrStore", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT redis-server %d: %v", pid, err)
+	}
+	reserve(t, st, req, 1, 0)
+	admitted++
+
+	// The calls left in the buffers run in some order after the resume:
+	// read until every one has (or a generous time has passed).
+	charged := func() int64 {
+		n := int64(0)
+		for _, v := range client.HGetAll(ctx, st.Key("v", "daily")).Val() {
+			c, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("count %q: %v", v, err)
+			}
+			n += c
+		}
+		return n
+	}
+	got := charged()
+	for deadline := time.Now().Add(5 * time.Second); got < admitted+timedOut && time.Now().Before(deadline); got = charged() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("charged %d for %d admissions and %d timed-out calls", got, admitted, timedOut)
+	if got < admitted || got > admitted+timedOut {
+		t.Errorf("charged %d, want between the %d admissions and %d (one more per timed-out call)", got, admitted, admitted+timedOut)
+	}
+}
