@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/providers"
 )
 
 func TestSlogObserver(t *testing.T) {
@@ -39,5 +40,18 @@ func TestEventKindString(t *testing.T) {
 	}
 	if got := throttle.EventKind(200).String(); got != "unknown" {
 		t.Errorf("EventKind(200).String() = %q, want unknown", got)
+	}
+}
+
+// A fallback is logged with the policy that decided and why the store did
+// not.
+func TestSlogObserverFellBack(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	obs := throttle.SlogObserver(slog.New(slog.NewTextHandler(&buf, nil)))
+	obs.Observe(context.Background(), throttle.Event{Kind: throttle.FellBack, Provider: "stripe",
+		Policy: providers.FailOpen, Err: errors.New("dial tcp: refused")})
+	if want := `provider=stripe event=fell_back policy=fail_open error="dial tcp: refused"`; !strings.Contains(buf.String(), want) {
+		t.Errorf("logged %q, want %q", buf.String(), want)
 	}
 }
