@@ -270,10 +270,11 @@ func (w *watcher) prepare() {
 func (w *watcher) learn(keys []string) {
 	st := w.e.store
 	for _, k := range keys {
-		_, rest, pause, ok := st.ParseKey(k)
+		_, rest, kind, ok := st.ParseKey(k)
 		if !ok {
 			continue
 		}
+		pause := kind == redisstore.KindPause
 		for _, c := range w.cands {
 			var part string
 			if pause {

@@ -18,16 +18,19 @@
 //
 //	<prefix>{<tag>}:<item key>
 //	<prefix>{<tag>}:!pause:<pause key>
-//	<prefix>{<tag>}:!cancelled:<item key>
+//	<prefix>{<tag>}:!cancelled:<item key>   (reserved: a GCRA item's cancelled slots)
 //
-// where tag and keys pass through quota.SafeKey. The braces are a Redis
+// where tag and keys pass through quota.SafeKey. One function writes this
+// layout (keys.go) and Store.ParseKey reads it back, with the KeyKind of
+// the key; Store.Key, Store.PauseKey and TagMatch give tools the keys and
+// SCAN patterns the store uses, so no caller rebuilds the layout. The braces are a Redis
 // Cluster hash tag, so every key of one decision lives in one slot and the
 // script runs on one shard; with a Redis Cluster, many tags spread over its
 // nodes. Tags and item keys are expected as quota.KeyOf and the providers
 // package build them ("github:acme", "core:acme"); anything else is
 // replaced by quota.SafePart of itself, so no part breaks out of its place
 // or grows without bound. Pause keys live in their own "!pause:" namespace, which no
-// item key can enter. A GCRA key holds the limit's stored theoretical
+// item key can enter (SafeKey never starts a key with "!"). A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
 // and a pause key holds paused-until (µs). A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled

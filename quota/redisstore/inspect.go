@@ -91,53 +91,6 @@ type ItemState struct {
 	Key string
 }
 
-// Key returns the Redis key of the item key key within tag, as Reserve
-// builds it: <prefix>{<tag>}:<key>, with tag and key made safe as
-// described in the package doc.
-func (s *Store) Key(tag, key string) string {
-	return s.prefix + "{" + quota.SafeKey(tag) + "}:" + quota.SafeKey(key)
-}
-
-// PauseKey returns the Redis key of the pause key within tag, as Reserve
-// and Pause build it: <prefix>{<tag>}:!pause:<key>.
-func (s *Store) PauseKey(tag, key string) string {
-	return s.prefix + "{" + quota.SafeKey(tag) + "}:" + pauseSpace + quota.SafeKey(key)
-}
-
-// cancelledKey returns the key that keeps the cancelled reservations not
-// given back yet (cancel.lua's holes) of the GCRA item whose Redis key is
-// itemKey, as Key and Reserve build it: <prefix>{<tag>}:!cancelled:<key>,
-// in the item's hash tag. The prefix and the tag hold no "}", so the first
-// "}:" after the prefix ends the tag.
-func (s *Store) cancelledKey(itemKey string) string {
-	i := len(s.prefix) + strings.Index(itemKey[len(s.prefix):], "}:") + len("}:")
-	return itemKey[:i] + cancelledSpace + itemKey[i:]
-}
-
-// Prefix returns the prefix that starts every key of the store.
-func (s *Store) Prefix() string { return s.prefix }
-
-// ParseKey splits a Redis key of the store into the tag as it appears
-// between the braces (quota.SafePart of the request's tag) and the rest:
-// an item key, or for a pause key the pause key with pause true. ok is
-// false for a key the store could not have made, and for the keys that
-// keep a limit's cancelled reservations (<prefix>{<tag>}:!cancelled:...),
-// which are bookkeeping of Cancel, not state an operator reads.
-func (s *Store) ParseKey(k string) (tag, key string, pause, ok bool) {
-	rest, found := strings.CutPrefix(k, s.prefix+"{")
-	if !found {
-		return "", "", false, false
-	}
-	tag, key, found = strings.Cut(rest, "}:")
-	if !found || tag == "" || key == "" || strings.ContainsAny(tag, "{}") || strings.HasPrefix(key, cancelledSpace) {
-		return "", "", false, false
-	}
-	if p, isPause := strings.CutPrefix(key, pauseSpace); isPause {
-		return tag, p, true, p != ""
-	}
-	return tag, key, false, true
-}
-
 // Inspect reads the state of req's limits and pauses in one round trip,
 // without changing it; req.Cost and req.MaxWait are ignored. Items may be
 // empty when Pauses is not. An error that Redis caused wraps
@@ -365,10 +318,11 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 }
 
 // Reset deletes the state of the item keys keys within tag (with the
-// cancelled reservations kept for them), in one round trip: each limit is
-// back to idle, with its full capacity. Requests in flight that reserved a
-// slot are forgotten, so a reset can admit more than the limit allows for
-// a moment; it is an operator's lever, not part of a decision.
+// record of cancelled reservations kept beside a GCRA item), in one round
+// trip: each limit is back to idle, with its full capacity. Requests in
+// flight that reserved a slot are forgotten, so a reset can admit more
+// than the limit allows for a moment; it is an operator's lever, not part
+// of a decision.
 func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if tag == "" {
 		return fmt.Errorf("%w reset: empty tag", quota.ErrInvalid)
@@ -381,8 +335,7 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
-		item := s.Key(tag, k)
-		ks = append(ks, item, s.cancelledKey(item))
+		ks = append(ks, s.redisKey(KindItem, tag, k), s.redisKey(KindCancelled, tag, k))
 	}
 	return s.del(ctx, "reset", ks)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,11 +156,20 @@ func TestPauseResumeReset(t *testing.T) {
 	if got := snap.Items[0]; got.Remaining != 0 || got.Used != 2 || got.ResetAfter <= 59*time.Second {
 		t.Errorf("after two reservations: %+v, want used 2, remaining 0, reset after ~60s", got)
 	}
+	// Reset deletes the item's companion record of cancelled
+	// reservations with it.
+	cancelled := st.redisKey(KindCancelled, req.Tag, "peak:t1")
+	if err := client.Set(ctx, cancelled, "1", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.Reset(ctx, req.Tag, "peak:t1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustInspect(t, st, req).Items[0]; got.Exists || got.Remaining != 2 || got.Used != 0 {
 		t.Errorf("after Reset: %+v, want idle", got)
+	}
+	if n := client.Exists(ctx, cancelled).Val(); n != 0 {
+		t.Errorf("Reset left the cancelled key %s", cancelled)
 	}
 
 	if err := st.Pause(ctx, req.Tag, "pause:t1", time.Hour); err != nil {
@@ -295,22 +305,72 @@ func TestParseKey(t *testing.T) {
 		{"stripe:acct_1", "global:acct_1"},
 		{"x{y}", quota.KeyOf("a", "#0123")}, // a hashed scope part
 	} {
-		tag, key, pause, ok := st.ParseKey(st.Key(tc.tag, tc.key))
-		if !ok || pause || tag != quota.SafeKey(tc.tag) || key != tc.key {
-			t.Errorf("ParseKey(Key(%q, %q)) = %q, %q, %v, %v", tc.tag, tc.key, tag, key, pause, ok)
+		tag, key, kind, ok := st.ParseKey(st.Key(tc.tag, tc.key))
+		if !ok || kind != KindItem || tag != quota.SafeKey(tc.tag) || key != tc.key {
+			t.Errorf("ParseKey(Key(%q, %q)) = %q, %q, %v, %v", tc.tag, tc.key, tag, key, kind, ok)
 		}
-		tag, key, pause, ok = st.ParseKey(st.PauseKey(tc.tag, "pause"))
-		if !ok || !pause || tag != quota.SafeKey(tc.tag) || key != "pause" {
-			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, pause, ok)
+		tag, key, kind, ok = st.ParseKey(st.PauseKey(tc.tag, "pause"))
+		if !ok || kind != KindPause || tag != quota.SafeKey(tc.tag) || key != "pause" {
+			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, kind, ok)
 		}
 	}
-	for _, k := range []string{"", "app*:", "other:{a}:b", "app*:{a}", "app*:{}:b", "app*:{a}:", "app*:{a}:!pause:", "app*:{a}:!cancelled:peak"} {
-		if _, _, _, ok := st.ParseKey(k); ok {
-			t.Errorf("ParseKey(%q) ok", k)
+	for _, k := range []string{
+		"", "app*:", "other:{a}:b", "app*:{a}", "app*:{}:b", "app*:{a}:", "app*:{a}:!pause:",
+		"app*:{a}:!cancelled:", "app*:{a}:!other:b", "app*:{a{b}:c", "app*:{a}:b{c}", "app*:x{a}:b",
+	} {
+		if tag, key, kind, ok := st.ParseKey(k); ok {
+			t.Errorf("ParseKey(%q) = %q, %q, %v, ok", k, tag, key, kind)
 		}
 	}
 	if got, want := EscapePattern(`a*b?[c]\`), `a\*b\?\[c\]\\`; got != want {
 		t.Errorf("EscapePattern = %q, want %q", got, want)
+	}
+}
+
+// TestKeyRoundTrip: for every kind and any tag and key, hostile ones
+// included, ParseKey gives back the tag and key the store placed (each
+// as quota.SafeKey makes it) and the kind; and the keys of one tag never
+// collide across kinds.
+func TestKeyRoundTrip(t *testing.T) {
+	t.Parallel()
+	st, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{Prefix: "p:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := "#" + strings.Repeat("0f", 16)
+	values := map[string]bool{}
+	for _, v := range append([]string{"pause", "!pause:x", "!cancelled:x", "a}:b", "}:", "{x}:y", hash, hash + ":" + hash,
+		"stripe:acct_1", "core:acme", strings.Repeat("y", 1<<20)}, hostile[1:]...) {
+		values[v] = true
+	}
+	for tag := range values {
+		seen := map[string]bool{}
+		for key := range values {
+			for kind := KindItem; int(kind) < len(spaces); kind++ {
+				k := st.redisKey(kind, tag, key)
+				if seen[k] {
+					t.Fatalf("tag %.40q: %v key %.40q collides: %.80q", tag, kind, key, k)
+				}
+				seen[k] = true
+				gt, gk, gkind, ok := st.ParseKey(k)
+				if !ok || gt != quota.SafeKey(tag) || gk != quota.SafeKey(key) || gkind != kind {
+					t.Fatalf("ParseKey(%.80q) = %.40q, %.40q, %v, %v; want %.40q, %.40q, %v",
+						k, gt, gk, gkind, ok, quota.SafeKey(tag), quota.SafeKey(key), kind)
+				}
+			}
+		}
+	}
+	if got, want := st.Key("stripe:acct_1", "global:acct_1"), "p:{stripe:acct_1}:global:acct_1"; got != want {
+		t.Errorf("Key = %q, want %q: the layout changed, and running fleets would lose their state", got, want)
+	}
+	if got, want := st.PauseKey("stripe:acct_1", "pause:acct_1"), "p:{stripe:acct_1}:!pause:pause:acct_1"; got != want {
+		t.Errorf("PauseKey = %q, want %q: the layout changed, and running fleets would lose their state", got, want)
+	}
+	if got, want := st.redisKey(KindCancelled, "gh", "core"), "p:{gh}:!cancelled:core"; got != want {
+		t.Errorf("cancelled key = %q, want %q", got, want)
+	}
+	if got, want := TagMatch("gh:acme"), `{gh:acme}:*`; got != want {
+		t.Errorf("TagMatch = %q, want %q", got, want)
 	}
 }
 

@@ -241,9 +241,13 @@ var hostile = []string{
 }
 
 // maxKeyLen is the longest key a store with prefix can make: a tag and a
-// key, each at most quota.MaxKeyLen.
+// key, each at most quota.MaxKeyLen, in the longest namespace.
 func maxKeyLen(prefix string) int {
-	return len(prefix) + len("{") + quota.MaxKeyLen + len("}:") + len(pauseSpace) + quota.MaxKeyLen
+	space := 0
+	for _, s := range spaces {
+		space = max(space, len(s))
+	}
+	return len(prefix) + len("{") + quota.MaxKeyLen + len("}:") + space + quota.MaxKeyLen
 }
 
 // checkKeys reads every key of prefix: it must be bounded, carry exactly

@@ -37,14 +37,6 @@ const (
 	// stepped clock does not follow the real time a TTL runs on, and a key
 	// must not expire while the test's clock still needs it.
 	testSlack = int64(time.Hour / time.Millisecond)
-
-	// pauseSpace starts every pause key after the tag. "!" is outside
-	// quota.KeyOf's alphabet, so no item key can begin with it.
-	pauseSpace = "!pause:"
-	// cancelledSpace starts, after the tag, the key that keeps a GCRA
-	// item's cancelled reservations (cancel.lua's holes); see
-	// cancelledKey.
-	cancelledSpace = "!cancelled:"
 )
 
 // Options configures a Store. The zero value is ready to use.
@@ -459,26 +451,21 @@ func (s *Store) keys(req *quota.Request) []string {
 	for _, p := range req.Pauses {
 		parts = append(parts, quota.SafeKey(p))
 	}
-	head := len(s.prefix) + len(tag) + len("{}:")
+	kind := func(i int) KeyKind {
+		if i >= n {
+			return KindPause
+		}
+		return KindItem
+	}
 	total := 0
 	for i, p := range parts {
-		total += head + len(p)
-		if i >= n {
-			total += len(pauseSpace)
-		}
+		total += keyLen(s.prefix, kind(i), tag, p)
 	}
 	var b strings.Builder
 	b.Grow(total)
 	ends := make([]int, 0, len(parts))
 	for i, p := range parts {
-		b.WriteString(s.prefix)
-		b.WriteByte('{')
-		b.WriteString(tag)
-		b.WriteString("}:")
-		if i >= n {
-			b.WriteString(pauseSpace)
-		}
-		b.WriteString(p)
+		writeKey(&b, s.prefix, kind(i), tag, p)
 		ends = append(ends, b.Len())
 	}
 	all := b.String()

@@ -1,0 +1,137 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+// This file owns the store's physical layout: every Redis key the store
+// reads or writes is written by writeKey, and ParseKey is its inverse.
+//
+//	<prefix>{<tag>}:<key>              KindItem
+//	<prefix>{<tag>}:!pause:<key>       KindPause
+//	<prefix>{<tag>}:!cancelled:<key>   KindCancelled
+//
+// tag and key pass through quota.SafeKey, so neither holds a brace and no
+// key starts with "!": a namespace ("!pause:", "!cancelled:") is never
+// mistaken for an item key, and "}:" ends the tag. What the tag and key
+// hold (provider, tenant, limit, scope value) is package providers'
+// layout; this one only places them.
+
+// A KeyKind says what a Redis key of the store holds.
+type KeyKind uint8
+
+const (
+	// KindItem is a limit's state: a GCRA limit's stored arrival time or
+	// a window's counts.
+	KindItem KeyKind = iota
+	// KindPause is a pause: the time until which requests that name it
+	// are held back.
+	KindPause
+	// KindCancelled is the companion of a GCRA item key that records the
+	// slots cancelled reservations gave back. Its place in the layout is
+	// reserved here so that ParseKey knows it and Reset deletes it with
+	// its item.
+	KindCancelled
+)
+
+// spaces are the namespaces that follow the tag, by kind.
+var spaces = [...]string{KindItem: "", KindPause: "!pause:", KindCancelled: "!cancelled:"}
+
+// String returns "item", "pause" or "cancelled".
+func (k KeyKind) String() string {
+	switch k {
+	case KindItem:
+		return "item"
+	case KindPause:
+		return "pause"
+	case KindCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("KeyKind(%d)", uint8(k))
+}
+
+// keyLen is the length of the key writeKey writes.
+func keyLen(prefix string, kind KeyKind, tag, key string) int {
+	return len(prefix) + len("{}:") + len(tag) + len(spaces[kind]) + len(key)
+}
+
+// writeKey writes the Redis key of kind for tag and key, which must
+// already be quota.SafeKey of the caller's: the one place that writes the
+// layout.
+func writeKey(b *strings.Builder, prefix string, kind KeyKind, tag, key string) {
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteString("}:")
+	b.WriteString(spaces[kind])
+	b.WriteString(key)
+}
+
+// redisKey returns the Redis key of kind for the caller's tag and key.
+func (s *Store) redisKey(kind KeyKind, tag, key string) string {
+	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
+	var b strings.Builder
+	b.Grow(keyLen(s.prefix, kind, tag, key))
+	writeKey(&b, s.prefix, kind, tag, key)
+	return b.String()
+}
+
+// Key returns the Redis key of the item key key within tag, as Reserve
+// builds it: <prefix>{<tag>}:<key>, with tag and key made safe as
+// described in the package doc.
+func (s *Store) Key(tag, key string) string { return s.redisKey(KindItem, tag, key) }
+
+// PauseKey returns the Redis key of the pause key within tag, as Reserve
+// and Pause build it: <prefix>{<tag>}:!pause:<key>.
+func (s *Store) PauseKey(tag, key string) string { return s.redisKey(KindPause, tag, key) }
+
+// Prefix returns the prefix that starts every key of the store.
+func (s *Store) Prefix() string { return s.prefix }
+
+// ParseKey is the inverse of the store's layout: it splits a Redis key of
+// the store into the tag as it appears between the braces (quota.SafeKey
+// of the request's tag), the key within the tag (an item key, or the
+// pause key or item key after the namespace) and the kind. ok is false for
+// a key the store could not have made.
+func (s *Store) ParseKey(k string) (tag, key string, kind KeyKind, ok bool) {
+	rest, found := strings.CutPrefix(k, s.prefix)
+	if !found || !strings.HasPrefix(rest, "{") {
+		return "", "", 0, false
+	}
+	tag, key, found = strings.Cut(rest[1:], "}:")
+	if !found || tag == "" || quota.SafeKey(tag) != tag {
+		return "", "", 0, false
+	}
+	kind = KindItem
+	for k := KindPause; int(k) < len(spaces); k++ {
+		if after, in := strings.CutPrefix(key, spaces[k]); in {
+			kind, key = k, after
+			break
+		}
+	}
+	if key == "" || quota.SafeKey(key) != key {
+		return "", "", 0, false
+	}
+	return tag, key, kind, true
+}
+
+// TagMatch returns the SCAN MATCH pattern, after the store's prefix (as
+// NewKeyScan takes it), of every key within tag.
+func TagMatch(tag string) string {
+	var b strings.Builder
+	writeKey(&b, "", KindItem, quota.SafeKey(tag), "")
+	return EscapePattern(b.String()) + "*"
+}
+
+// cancelledKey returns the KindCancelled key beside the item whose Redis
+// key, as writeKey wrote it, is itemKey: the same tag and key with the
+// namespace after "}:". Cancel derives it from the key the reservation
+// already holds instead of keeping the tag and item key for it. The tag
+// holds no "}" (quota.SafeKey), so the first "}:" after the prefix ends it.
+func (s *Store) cancelledKey(itemKey string) string {
+	i := len(s.prefix) + strings.Index(itemKey[len(s.prefix):], "}:") + len("}:")
+	return itemKey[:i] + spaces[KindCancelled] + itemKey[i:]
+}
