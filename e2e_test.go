@@ -288,6 +288,7 @@ func TestE2EGitHub403PausesTheScopeFleetWide(t *testing.T) {
 providers:
   github:
     hosts: ["HOST"]
+    keys: per_tenant
     on_limit: wait
     max_wait: 10s
     signals:

@@ -127,6 +127,7 @@ func TestFleetTenantsOnACluster(t *testing.T) {
 providers:
   tenanted:
     hosts: ["HOST"]
+    keys: per_tenant
     headroom: 90%
     max_wait: 10s
     on_store_error: fail_closed

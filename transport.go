@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/fleetquota/throttle/backoff"
@@ -225,7 +224,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &LimitError{
 			Provider:   p.Name,
 			Limit:      decider,
-			Scope:      deciderScope(&q, rsv.Decider),
+			Scope:      deciderScope(p, &q, rsv.Decider),
 			RetryAfter: rsv.RetryAfter,
 			Deadline:   q.MaxWait < limit && rsv.RetryAfter <= limit,
 		}
@@ -337,12 +336,12 @@ func deciderName(q *quota.Request, d int) string {
 
 // deciderScope is the scope part of the deciding limit's key: the scope
 // value as it is stored (hashed when it was long or unsafe).
-func deciderScope(q *quota.Request, d int) string {
+func deciderScope(p *providers.Provider, q *quota.Request, d int) string {
 	if d < 0 || d >= len(q.Items) {
 		return ""
 	}
-	_, scope, _ := strings.Cut(q.Items[d].Key, ":")
-	return scope
+	k, _ := p.ParseKey(q.Tag, q.Items[d].Key, false)
+	return k.Part
 }
 
 // closeBody closes the request body: a RoundTripper must close it, even

@@ -128,3 +128,47 @@ func TestCatalogVariables(t *testing.T) {
 		t.Errorf("github core rate %d, want 12825", got)
 	}
 }
+
+// inferredTenant is the rule that chose a provider's tag before the keys
+// field: per tenant when every limit, routes included, had the same scope
+// other than provider.
+func inferredTenant(p *Provider) (Scope, bool) {
+	lims := p.allLimits()
+	if len(lims) == 0 {
+		return Scope{}, false
+	}
+	s := lims[0].Scope
+	for _, l := range lims {
+		if l.Scope != s {
+			return Scope{}, false
+		}
+	}
+	return s, s.Kind != ScopeProvider
+}
+
+// TestCatalogKeysDidNotMove checks that every catalog provider keeps the
+// tag mode (and tenant scope) the inference gave it before the keys field
+// existed, so a fleet running the catalog keeps its state across the
+// upgrade.
+func TestCatalogKeysDidNotMove(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadCatalog(WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := 0
+	for _, p := range cfg.Providers() {
+		was, wasTenant := inferredTenant(p)
+		is, isTenant := p.TenantScope()
+		if wasTenant != isTenant || was != is {
+			t.Errorf("%s: keys %s, tenant scope %v (%v); before the keys field: per tenant %v, scope %v",
+				p.Name, p.Keys, is, isTenant, wasTenant, was)
+		}
+		if isTenant {
+			tenants++
+		}
+	}
+	if tenants == 0 {
+		t.Error("no catalog provider has keys per tenant")
+	}
+}

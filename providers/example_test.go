@@ -12,6 +12,7 @@ func Example() {
 providers:
   github:
     hosts: [api.github.com]
+    keys: per_tenant
     headroom: 95%
     on_limit: wait
     max_wait: 5s

@@ -446,7 +446,7 @@ func validName(s string) bool { return nameRE.MatchString(s) }
 
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
-	"mode", "on_store_error", "local_share", "signals",
+	"mode", "on_store_error", "local_share", "signals", "keys",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -533,20 +533,67 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	if n := f["signals"]; n != nil {
 		p.Signals = l.signals(n, path+".signals")
 	}
+	keys := f["keys"]
+	if keys != nil {
+		if i, ok := l.enum(keys, path+".keys", "per_provider", "per_tenant"); ok {
+			p.Keys = KeyMode(i)
+		}
+	}
 	names := make(map[string]string) // limit name -> path of its definition
-	var limitNodes []*limitNodes
+	var limitNodes, routeNodes []*limitNodes
 	if n := f["limits"]; n != nil {
 		p.Limits, limitNodes = l.limits(n, path+".limits", bp, names)
 	}
 	if n := f["routes"]; n != nil {
-		p.Routes = l.routes(p, n, path+".routes", bp, names, limitNodes)
+		p.Routes, routeNodes = l.routes(p, n, path+".routes", bp, names, limitNodes)
 	}
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
 	}
 	// A request that matches no route has cost 1, which every limit admits.
 	l.finish(p)
+	l.tenantKeys(p, append(limitNodes, routeNodes...), keys, path+".keys")
 	return p, hostNodes
+}
+
+// tenantKeys checks that, with keys per tenant, every limit of the
+// provider (routes included) has one scope, and sets it as the tenant
+// scope. lims are the provider's limits in file order.
+func (l *loader) tenantKeys(p *Provider, lims []*limitNodes, keys *yaml.Node, path string) {
+	if p.Keys != PerTenant {
+		return
+	}
+	// Every key of a tenant must live in that tenant's tag whatever the
+	// route, and a limit's state must never be split between two tags: a
+	// provider-wide limit, or one scoped otherwise, has no place there.
+	var first *limitNodes
+	for _, ln := range lims {
+		if ln.lim.Scope.Kind != ScopeProvider {
+			first = ln
+			break
+		}
+	}
+	if first == nil {
+		l.add(keys, path, "keys: per_tenant gives each tenant's keys a hash tag of their own, but no limit of provider %q is scoped per tenant: scope its limits (e.g. scope: business) or remove keys", p.Name)
+		return
+	}
+	p.tenant = first.lim.Scope
+	for _, ln := range lims {
+		sc := ln.lim.Scope
+		if sc == p.tenant {
+			continue
+		}
+		node, fp := ln.scope, ln.path+".scope"
+		if node == nil {
+			node = ln.node
+		}
+		what := "is provider-wide"
+		if sc.Kind != ScopeProvider {
+			what = "is scoped by " + sc.String()
+		}
+		l.add(node, fp, "limit %s %s, but keys: per_tenant keeps each %s value's keys in a hash tag of its own (the scope of limit %s, line %d): its state would be split across the tenants' tags, each copy admitting the whole limit. Scope it by %s, or remove keys: per_tenant (line %d) to keep every key in the tag %q",
+			ln.lim.Quota.Name, what, p.tenant, first.lim.Quota.Name, first.node.Line, p.tenant, keys.Line, p.Name)
+	}
 }
 
 func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
@@ -655,6 +702,7 @@ func (l *loader) rules(n *yaml.Node, path string) []backoff.Rule {
 type limitNodes struct {
 	path     string
 	node     *yaml.Node // the limit's mapping
+	scope    *yaml.Node // its scope field, or nil
 	capacity *yaml.Node // where a too-small capacity is reported
 	capField string     // its field name
 	lim      *Limit
@@ -853,6 +901,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	}
 	lim := &Limit{Quota: q}
 	if sn := f["scope"]; sn != nil {
+		ln.scope = sn
 		if s, ok := l.str(sn, path+".scope", "a scope"); ok {
 			if sc, ok := parseScope(s); ok {
 				lim.Scope = sc
@@ -962,12 +1011,15 @@ var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OP
 
 var routeFields = []string{"name", "method", "path", "cost", "costs", "limits"}
 
-func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names map[string]string, base []*limitNodes) []Route {
+// routes reads a provider's routes. It returns the valid ones and the
+// nodes of their limits, in file order.
+func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names map[string]string, base []*limitNodes) ([]Route, []*limitNodes) {
 	items, ok := l.list(n, path, "a list of routes")
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	var out []Route
+	var kept []*limitNodes
 	var seen []Route // every route with a valid method and path
 	for i, it := range items {
 		ip := index(path, i)
@@ -1095,9 +1147,10 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 		}
 		if good {
 			out = append(out, r)
+			kept = append(kept, own...)
 		}
 	}
-	return out
+	return out, kept
 }
 
 // costs reads a route's costs: a map from the name of a limit of the

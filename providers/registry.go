@@ -27,7 +27,7 @@ type plan struct {
 	keys []string
 }
 
-// finish builds the plans of a provider and decides its tag.
+// finish builds the plans of a provider and its limits by name.
 func (l *loader) finish(p *Provider) {
 	p.pauses = []string{pauseKey}
 	p.plan = newPlan(p.Limits, nil, 1, nil)
@@ -35,35 +35,25 @@ func (l *loader) finish(p *Provider) {
 		r := &p.Routes[i]
 		r.plan = newPlan(p.Limits, r.Limits, r.Cost, r.Costs)
 	}
-	// The tag is per tenant only when every limit the provider has, in
-	// every route, is scoped by the same source: then every key of a
-	// tenant lives in that tenant's tag whatever the route, and a limit's
-	// state is never split between two tags.
-	first := true
-	p.tenantTag = false
-	all := func(yield func(*Limit) bool) {
-		for i := range p.Limits {
-			if !yield(&p.Limits[i]) {
-				return
-			}
-		}
-		for i := range p.Routes {
-			for j := range p.Routes[i].Limits {
-				if !yield(&p.Routes[i].Limits[j]) {
-					return
-				}
-			}
+	p.limits = make(map[string]*Limit)
+	for _, lim := range p.allLimits() {
+		p.limits[lim.Quota.Name] = lim
+	}
+}
+
+// allLimits lists the provider's limits and then its routes', in file
+// order.
+func (p *Provider) allLimits() []*Limit {
+	var out []*Limit
+	for i := range p.Limits {
+		out = append(out, &p.Limits[i])
+	}
+	for i := range p.Routes {
+		for j := range p.Routes[i].Limits {
+			out = append(out, &p.Routes[i].Limits[j])
 		}
 	}
-	same := true
-	for lim := range all {
-		if first {
-			p.tenant, first = lim.Scope, false
-		} else if lim.Scope != p.tenant {
-			same = false
-		}
-	}
-	p.tenantTag = !first && same && p.tenant.Kind != ScopeProvider
+	return out
 }
 
 func newPlan(base, route []Limit, cost int64, costs map[string]int64) plan {
@@ -73,7 +63,7 @@ func newPlan(base, route []Limit, cost int64, costs map[string]int64) plan {
 			lim := &ls[i]
 			pl.limits = append(pl.limits, lim)
 			pl.costs = append(pl.costs, costs[lim.Quota.Name])
-			pl.keys = append(pl.keys, quota.KeyOf(lim.Quota.Name, ""))
+			pl.keys = append(pl.keys, joinKey(lim.Quota.Name, ""))
 			if lim.Scope.Kind != ScopeProvider {
 				pl.static = false
 			}
@@ -351,14 +341,14 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 			continue
 		}
 		vals[i] = quota.SafePart(v)
-		size += len(lim.Quota.Name) + 1 + len(vals[i])
+		size += keyLen(lim.Quota.Name, vals[i])
 		n++
 	}
 	tenant := ""
-	if p.tenantTag {
+	if p.Keys == PerTenant {
 		if v := scopeValue(p.tenant, req, in); v != "" {
 			tenant = quota.SafePart(v)
-			size += len(p.Name) + 1 + len(tenant) + len(pauseKey) + 1 + len(tenant)
+			size += keyLen(p.Name, tenant) + keyLen(pauseKey, tenant)
 		}
 	}
 	var b strings.Builder
@@ -378,29 +368,16 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 		}
 		key := pl.keys[i]
 		if vals[i] != "" {
-			start := b.Len()
-			b.WriteString(lim.Quota.Name)
-			b.WriteByte(':')
-			b.WriteString(vals[i])
-			key = b.String()[start:]
+			key = writeKey(&b, lim.Quota.Name, vals[i])
 		}
 		items = append(items, quota.Item{Limit: lim.Quota, Key: key, Cost: limitCost(pl, i, in)})
 	}
-	res.Request.Tag, pauses[0], res.Pause = p.Name, pauseKey, pauseKey
+	res.Request.Tag, pauses[0] = p.Name, pauseKey
 	if tenant != "" {
-		start := b.Len()
-		b.WriteString(p.Name)
-		b.WriteByte(':')
-		b.WriteString(tenant)
-		mid := b.Len()
-		b.WriteString(pauseKey)
-		b.WriteByte(':')
-		b.WriteString(tenant)
-		all := b.String()
-		res.Request.Tag = all[start:mid]
-		pauses[0] = all[mid:]
-		res.Pause = pauses[0]
+		res.Request.Tag = writeKey(&b, p.Name, tenant)
+		pauses[0] = writeKey(&b, pauseKey, tenant)
 	}
+	res.Pause = pauses[0]
 	res.Request.Items, res.Request.Pauses = items, pauses
 	if in.Cost > 0 || len(in.Costs) > 0 {
 		return checkCost(&res.Request)

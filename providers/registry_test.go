@@ -34,6 +34,7 @@ providers:
     limits: [{name: peak, limit: 10/s}]
   tenant:
     hosts: [api.tenant.example]
+    keys: per_tenant
     max_wait: 3s
     limits:
       - {name: per-biz, limit: 10/s, scope: business}
@@ -51,6 +52,7 @@ providers:
       - {name: strict, limit: 5/s, scope: business, missing: refuse}
   store:
     hosts: ["*.store.example"]
+    keys: per_tenant
     limits: [{name: bucket, limit: 2/s burst 40, scope: host}]
   skip:
     hosts: [api.skip.example]

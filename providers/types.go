@@ -155,6 +155,34 @@ func (m Missing) String() string {
 	return fmt.Sprintf("Missing(%d)", uint8(m))
 }
 
+// KeyMode says which Redis Cluster hash tag a provider's keys live under.
+// It is a stable property of the provider, set in its configuration: the
+// tag is part of every key, so changing it moves the provider's state.
+type KeyMode uint8
+
+const (
+	// PerProvider keeps every key of the provider in one tag, its name.
+	// It is the zero value and the default, whatever the limits are.
+	PerProvider KeyMode = iota
+	// PerTenant ("keys: per_tenant") gives each tenant a tag of its own,
+	// provider ":" the tenant's key part, so tenants spread over a
+	// cluster. Every limit of the provider, routes included, then has the
+	// same scope, the tenant scope; Load refuses any other limit, whose
+	// state would be split across the tenants' tags.
+	PerTenant
+)
+
+// String returns "per_provider" or "per_tenant", as written in YAML.
+func (m KeyMode) String() string {
+	switch m {
+	case PerProvider:
+		return "per_provider"
+	case PerTenant:
+		return "per_tenant"
+	}
+	return fmt.Sprintf("KeyMode(%d)", uint8(m))
+}
+
 // A Limit is one limit of a provider or route, as loaded.
 type Limit struct {
 	// Quota is the limit the store applies, headroom already applied.
@@ -199,8 +227,8 @@ type Route struct {
 // A Provider is one vendor API: its hosts, limits, routes and behaviour.
 // Providers are built by Load and read-only afterwards.
 type Provider struct {
-	// Name is the provider's key in the configuration; it is the Redis
-	// hash tag of its limits.
+	// Name is the provider's key in the configuration; it starts the
+	// Redis hash tag of its keys (see Keys).
 	Name string
 	// Hosts lists the host patterns the provider claims, as written
 	// (after ${VAR} expansion); matching ignores case and a trailing dot.
@@ -230,19 +258,21 @@ type Provider struct {
 	// Routes add limits and costs to some requests; the first match
 	// applies.
 	Routes []Route
+	// Keys says whether the provider's keys live in one hash tag or in a
+	// tag per tenant (the "keys" field).
+	Keys KeyMode
 
-	// tenant is the scope of every limit when all of them (routes
-	// included) share one non-provider scope; tenantTag says so.
-	tenant    Scope
-	tenantTag bool
-	plan      plan
-	pauses    []string
+	// tenant is, with Keys PerTenant, the scope every limit has.
+	tenant Scope
+	// limits finds a limit (its own or a route's) by name, for ParseKey.
+	limits map[string]*Limit
+	plan   plan
+	pauses []string
 }
 
 // DefaultMaxWait is Provider.MaxWait when on_limit is wait and max_wait is
 // not set.
 const DefaultMaxWait = 10 * time.Second
 
-// pauseKey is the key of a provider's pause within its tag; a per-tenant
-// pause is pauseKey ":" SafePart(value) within the tenant's tag.
+// pauseKey is the name of a provider's pause key; see keys.go.
 const pauseKey = "pause"

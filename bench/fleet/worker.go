@@ -186,6 +186,15 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 	if localShare > 0 {
 		fmt.Fprintf(&b, "    on_store_error: local\n    local_share: %g\n", localShare)
 	}
+	// Every limit per business: each business's keys in a hash tag of
+	// their own, as a vendor's per-account quotas would be configured.
+	perTenant := len(limits) > 0
+	for _, l := range limits {
+		perTenant = perTenant && l.PerBusiness
+	}
+	if perTenant {
+		b.WriteString("    keys: per_tenant\n")
+	}
 	b.WriteString("    limits:\n")
 	for _, l := range limits {
 		scope := ""

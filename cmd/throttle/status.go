@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -214,13 +213,6 @@ type row struct {
 // maxKnown bounds the scope values remembered per provider.
 const maxKnown = 10000
 
-// candidate is a scoped limit whose keys a scan may find.
-type candidate struct {
-	p      *providers.Provider
-	lim    *providers.Limit
-	prefix string // the item key before the scope part, e.g. "peak:"
-}
-
 // watcher holds what status learns across refreshes.
 type watcher struct {
 	e     *env
@@ -230,13 +222,13 @@ type watcher struct {
 	steps int
 
 	scan     *redisstore.KeyScan
-	cands    []candidate
+	scoped   []*providers.Provider // those of provs with a scoped limit
 	complete bool
 	known    map[*providers.Provider]map[string]bool
 }
 
-// prepare lists the scoped limits and starts the scan when there are any
-// (and no one scope value was asked for).
+// prepare lists the providers with scoped limits and starts the scan when
+// there are any (and no one scope value was asked for).
 func (w *watcher) prepare() {
 	tenant := false
 	for _, p := range w.provs {
@@ -244,68 +236,46 @@ func (w *watcher) prepare() {
 			tenant = true
 		}
 		for _, l := range allLimits(p) {
-			if l.lim.Scope.Kind == providers.ScopeProvider {
-				continue
+			if l.lim.Scope.Kind != providers.ScopeProvider {
+				w.scoped = append(w.scoped, p)
+				break
 			}
-			_, k := p.StateKey(l.lim, "x")
-			w.cands = append(w.cands, candidate{p: p, lim: l.lim, prefix: strings.TrimSuffix(k, "x")})
 		}
 	}
-	if w.fixed != "" || len(w.cands) == 0 {
+	if w.fixed != "" || len(w.scoped) == 0 {
 		w.complete = true
 		return
 	}
-	// One provider not tagged per tenant keeps every key in its own tag:
-	// match only that tag.
-	match := "{*}:*"
+	// One provider with keys per provider keeps every key in its own
+	// tag: match only that tag.
+	match := "*"
 	if len(w.provs) == 1 && !tenant {
-		tag, _ := w.provs[0].StateKey(w.cands[0].lim, "")
-		k := strings.TrimPrefix(w.e.store.Key(tag, "x"), w.e.store.Prefix())
-		match = redisstore.EscapePattern(strings.TrimSuffix(k, "x")) + "*"
+		match = redisstore.TagMatch(w.provs[0].Tag(""))
 	}
 	w.scan = w.e.store.NewKeyScan(match, 0)
 }
 
 // learn records the scope values of keys a scan found.
 func (w *watcher) learn(keys []string) {
-	st := w.e.store
 	for _, k := range keys {
-		_, rest, kind, ok := st.ParseKey(k)
+		tag, key, kind, ok := w.e.store.ParseKey(k)
 		if !ok {
 			continue
 		}
-		pause := kind == redisstore.KindPause
-		for _, c := range w.cands {
-			var part string
-			if pause {
-				if _, ok := c.p.TenantScope(); !ok {
-					continue
-				}
-				_, pk := c.p.PauseKey("x")
-				pre := strings.TrimSuffix(pk, "x")
-				if !strings.HasPrefix(rest, pre) {
-					continue
-				}
-				part = rest[len(pre):]
-				if part == "" || st.PauseKey(c.p.PauseKey(part)) != k {
-					continue
-				}
-			} else {
-				if !strings.HasPrefix(rest, c.prefix) {
-					continue
-				}
-				part = rest[len(c.prefix):]
-				if part == "" || st.Key(c.p.StateKey(c.lim, part)) != k {
-					continue
-				}
+		for _, p := range w.scoped {
+			ref, ok := p.ParseKey(tag, key, kind == redisstore.KindPause)
+			if !ok {
+				continue
 			}
-			m := w.known[c.p]
-			if m == nil {
-				m = map[string]bool{}
-				w.known[c.p] = m
-			}
-			if len(m) < maxKnown {
-				m[part] = true
+			if ref.Part != "" {
+				m := w.known[p]
+				if m == nil {
+					m = map[string]bool{}
+					w.known[p] = m
+				}
+				if len(m) < maxKnown {
+					m[ref.Part] = true
+				}
 			}
 			break
 		}

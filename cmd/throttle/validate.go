@@ -23,12 +23,13 @@ each is printed to stderr as
 	file:line:column: field.path: what is wrong and what would be valid
 
 (the first 100, then a count of the rest; values from the file are cut
-at 80 bytes) and the exit code is 3. When it is valid, the resolved table is printed to
-stdout: per provider its hosts and behaviour, and per limit the route that
-adds it, the limit in the short form with headroom applied (the numbers the
-store enforces), its scope, what happens without a scope value and the
-values it is restricted to. ${VAR} references are read from the
-environment.
+at 80 bytes) and the exit code is 3. When it is valid, the resolved table is
+printed to stdout: per provider its hosts, behaviour and keys (one hash tag,
+or one per tenant), and per limit the route that adds it, the limit in the
+short form with headroom applied (the numbers the store enforces), its
+scope, what happens without a scope value and the values it is restricted
+to. ${VAR} references are read from the environment.
+
 `,
 }
 
@@ -78,7 +79,12 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 		}
 		fmt.Fprintf(w, "  %s\n", strings.Join(b, ", "))
 		if s, ok := p.TenantScope(); ok {
-			fmt.Fprintf(w, "  tagged per %s: each value's keys and pause live in its own hash tag\n", s)
+			fmt.Fprintf(w, "  keys per_tenant, tagged per %s: each value's keys and pause live in hash tag %s\n", s, p.Tag("<value>"))
+		} else {
+			fmt.Fprintf(w, "  keys per_provider: every key and the pause live in hash tag %s\n", p.Tag(""))
+			if s, ok := inferredTenant(p); ok {
+				fmt.Fprintf(w, "  note: every limit is scoped by %s. Before the keys field, such a provider was tagged per tenant (%s); to keep its state across the upgrade, set keys: per_tenant (docs/operations.md, Upgrading)\n", s, p.Name+":<value>")
+			}
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ROUTE\tLIMIT\tSPEC\tSCOPE\tMISSING\tONLY\tCOST")
@@ -117,6 +123,23 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(w, "  route %s costs: %s (every other limit: %d)\n", routeString(r), strings.Join(names, ", "), r.Cost)
 		}
 	}
+}
+
+// inferredTenant is the rule that chose a provider's tag before the keys
+// field made it explicit: tagged per tenant when every limit, routes
+// included, had the same scope other than provider.
+func inferredTenant(p *providers.Provider) (providers.Scope, bool) {
+	lims := allLimits(p)
+	if len(lims) == 0 {
+		return providers.Scope{}, false
+	}
+	s := lims[0].lim.Scope
+	for _, l := range lims {
+		if l.lim.Scope != s {
+			return providers.Scope{}, false
+		}
+	}
+	return s, s.Kind != providers.ScopeProvider
 }
 
 // routeString is "name: METHODS path".
