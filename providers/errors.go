@@ -18,6 +18,12 @@ var ErrConfig = errors.New("providers: invalid configuration")
 // business in the Input, no such header, no such label.
 var ErrMissingScope = errors.New("providers: missing scope value")
 
+// ErrKeysMoved is wrapped by the error Registry.Reload returns for a
+// configuration that would move a provider's keys to other hash tags: its
+// keys field (per_provider, per_tenant) or its tenant scope changed. The
+// old configuration stays in use; see AllowMovedKeys.
+var ErrKeysMoved = errors.New("providers: the new configuration moves keys to other hash tags")
+
 // A Problem is one thing wrong with a configuration.
 type Problem struct {
 	// File is the name given to Load (the path for LoadFile).

@@ -90,7 +90,8 @@ func TestReloadKeepsSpentQuota(t *testing.T) {
 		t.Errorf("after the reload acme sent %d more against its 5/day, want 0", got)
 	}
 
-	// Keys per tenant, said explicitly: v2 is then refused at load.
+	// Keys per tenant, said explicitly: v2 is then refused at load, and a
+	// v2 that also drops keys: per_tenant is refused by Reload.
 	st2, _ := newRedisStore(t, "d5t:")
 	reg = NewRegistry(mustLoad(t, d5v1Tenant))
 	if got := admitted(t, reg, st2, url, "acme", 10); got != 5 {
@@ -102,6 +103,21 @@ providers:
 `
 	if _, err := Load("v2.yaml", []byte(v2Tenant)); !errors.Is(err, ErrConfig) {
 		t.Errorf("v2 with keys: per_tenant and a provider-wide limit loads: %v", err)
+	}
+	err := reg.Reload(mustLoad(t, d5v2))
+	if !errors.Is(err, ErrKeysMoved) {
+		t.Fatalf("Reload of v2 without keys: per_tenant: %v, want ErrKeysMoved", err)
+	}
+	if got := admitted(t, reg, st2, url, "acme", 10); got != 0 {
+		t.Errorf("after the refused reload acme sent %d more, want 0", got)
+	}
+	// Accepted on purpose, the keys move: the tag is now the provider's.
+	if err := reg.Reload(mustLoad(t, d5v2), AllowMovedKeys()); err != nil {
+		t.Fatalf("Reload(v2, AllowMovedKeys): %v", err)
+	}
+	res, _, _ := reg.Resolve(httptest.NewRequest("GET", url, nil), Input{Business: "acme"})
+	if res.Request.Tag != "gh" {
+		t.Errorf("after AllowMovedKeys the tag is %q, want gh", res.Request.Tag)
 	}
 }
 

@@ -31,7 +31,22 @@ const maxStack = 32
 type Option interface{ apply(*options) }
 
 type options struct {
-	lookup func(string) (string, bool)
+	lookup     func(string) (string, bool)
+	allowMoves bool
+}
+
+// newOptions applies opts over the defaults.
+func newOptions(opts []Option) options {
+	o := options{lookup: os.LookupEnv}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if o.lookup == nil {
+		o.lookup = os.LookupEnv
+	}
+	return o
 }
 
 type optionFunc func(*options)
@@ -43,6 +58,14 @@ func (f optionFunc) apply(o *options) { f(o) }
 // they never touch the real environment.
 func WithLookupEnv(lookup func(name string) (string, bool)) Option {
 	return optionFunc(func(o *options) { o.lookup = lookup })
+}
+
+// AllowMovedKeys makes Registry.Reload and ReloadFile accept a
+// configuration that moves a provider's keys to other hash tags (see
+// ErrKeysMoved): for a deliberate change, made with every process
+// stopped or accepting that spent quota is forgotten. Load ignores it.
+func AllowMovedKeys() Option {
+	return optionFunc(func(o *options) { o.allowMoves = true })
 }
 
 // A Config is a loaded, validated configuration. It is immutable and safe
@@ -86,15 +109,7 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 // messages (usually the file name). Every problem found is reported in one
 // *ConfigError, which wraps ErrConfig.
 func Load(name string, data []byte, opts ...Option) (cfg *Config, err error) {
-	o := options{lookup: os.LookupEnv}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&o)
-		}
-	}
-	if o.lookup == nil {
-		o.lookup = os.LookupEnv
-	}
+	o := newOptions(opts)
 	l := &loader{file: name, lookup: o.lookup}
 	// The YAML parser is third-party code fed untrusted input: whatever
 	// it does, Load reports a problem instead of panicking.

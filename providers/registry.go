@@ -139,23 +139,52 @@ func (r *Registry) Config() *Config { return r.cur.Load() }
 
 // Reload makes cfg the configuration for every later Resolve. A nil cfg is
 // an error and changes nothing.
-func (r *Registry) Reload(cfg *Config) error {
+//
+// A configuration that would move a provider's keys to other hash tags
+// (its keys field or its tenant scope changed: KeysMoved in Changes) is
+// refused with an error wrapping ErrKeysMoved, and the old configuration
+// stays: every tenant's spent quota would be forgotten, and during a
+// rolling deploy old and new processes would keep two quotas. Pass
+// AllowMovedKeys to accept it. Other changes (a limit renamed, removed or
+// rescoped) are the configuration's own business; throttle validate
+// --against lists them all.
+func (r *Registry) Reload(cfg *Config, opts ...Option) error {
 	if cfg == nil {
 		return errors.New("providers: Reload with a nil configuration")
 	}
-	r.cur.Store(cfg)
-	return nil
+	o := newOptions(opts)
+	for {
+		old := r.cur.Load()
+		if !o.allowMoves {
+			var moved []string
+			for _, c := range Changes(old, cfg) {
+				if c.Kind == KeysMoved {
+					moved = append(moved, c.String())
+				}
+			}
+			if len(moved) > 0 {
+				return fmt.Errorf("%w (pass providers.AllowMovedKeys to accept): %s", ErrKeysMoved, strings.Join(moved, "; "))
+			}
+		}
+		// Checked against the configuration it replaces, even when
+		// another Reload got there first.
+		if r.cur.CompareAndSwap(old, cfg) {
+			return nil
+		}
+	}
 }
 
 // ReloadFile loads the configuration file at path and, only if it is
-// valid, makes it the configuration in use. On error the old configuration
-// stays, and the error (a *ConfigError for a bad file) lists every problem.
+// valid (and, as Reload, moves no keys unless AllowMovedKeys is among
+// opts), makes it the configuration in use. On error the old
+// configuration stays, and the error (a *ConfigError for a bad file)
+// lists every problem.
 func (r *Registry) ReloadFile(path string, opts ...Option) error {
 	cfg, err := LoadFile(path, opts...)
 	if err != nil {
 		return err
 	}
-	return r.Reload(cfg)
+	return r.Reload(cfg, opts...)
 }
 
 // Resolve finds the provider of req and the stack of limits that applies.

@@ -20,6 +20,93 @@ func writeTemp(t *testing.T, dir, name, data string) string {
 	return path
 }
 
+const againstOld = `
+providers:
+  gh:
+    hosts: [api.gh.test]
+    keys: per_tenant
+    limits:
+      - {name: core, limit: 5000/h, scope: business}
+      - {name: daily, limit: 100/day, scope: business}
+  wide:
+    hosts: [api.wide.test]
+    limits: [{name: peak, limit: 100/s}, {name: monthly, limit: 1000/month}]
+  gone:
+    hosts: [api.gone.test]
+    limits: [{name: peak, limit: 1/s}]
+`
+
+// TestValidateAgainst lists what a switch of configuration moves, per
+// provider, and exits 4 when anything moves.
+func TestValidateAgainst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	old := writeTemp(t, dir, "old.yaml", againstOld)
+	tests := []struct {
+		name, new string
+		code      int
+		want      []string // lines of stdout, in order
+	}{
+		{"same", againstOld, exitOK, []string{"0 changes that move or forget state"}},
+		{"rates only", strings.ReplaceAll(againstOld, "100/s", "50/s burst 10"), exitOK, nil},
+		{"added only", againstOld + "  fresh:\n    hosts: [api.fresh.test]\n    limits: [{name: x, limit: 1/s}]\n", exitOK,
+			[]string{"0 changes", "fresh", "  provider added: new provider"}},
+		{"every kind", strings.NewReplacer(
+			"    keys: per_tenant\n", "",
+			"{name: daily, limit: 100/day", "{name: daily, limit: 100/day resets 09:00",
+			"{name: core, limit: 5000/h, scope: business}", "{name: core, limit: 5000/h, scope: business}\n      - {name: extra, limit: 1/s, scope: business}",
+			"{name: peak, limit: 100/s}", "{name: burst, limit: 100/s}",
+			"{name: monthly, limit: 1000/month}", "{name: monthly, limit: 1000/h, scope: business}",
+			"  gone:\n    hosts: [api.gone.test]\n    limits: [{name: peak, limit: 1/s}]\n", "",
+		).Replace(againstOld), exitMoves, []string{
+			"old.yaml -> ", ": 7 changes that move or forget state",
+			"gh",
+			"  keys moved: keys per_tenant (business) -> per_provider: every tenant's keys move from tag gh:<business value> to tag gh",
+			"  pauses moved: ",
+			"  window changed daily: window per day resets 00:00 UTC -> per day resets 09:00 UTC",
+			"  limit added extra: ",
+			"wide",
+			"  scope changed monthly: scope provider -> business: its keys change (monthly:<business value>)",
+			"  kind changed monthly: window -> gcra",
+			"  limit renamed peak: renamed to burst",
+			"gone",
+			"  provider removed: removed",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeTemp(t, t.TempDir(), "new.yaml", tc.new)
+			code, out, errOut := cli(context.Background(), "validate", "--against", old, path)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
+			}
+			rest := out
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("stdout lacks %q after what came before:\n%s", w, out)
+				}
+				rest = rest[i+len(w):]
+			}
+			if (code == exitMoves) != strings.Contains(errOut, "moves or forgets state") {
+				t.Errorf("stderr: %q", errOut)
+			}
+		})
+	}
+	// Either file invalid: exit 3, the problems on stderr.
+	bad := writeTemp(t, dir, "bad.yaml", "providers: {x: {hosts: [a.test], keys: nope, limits: [{name: a, limit: 1/s}]}}\n")
+	for _, args := range [][]string{{"--against", bad, old}, {"--against", old, bad}} {
+		code, _, errOut := cli(context.Background(), append([]string{"validate"}, args...)...)
+		if code != exitConfig || !strings.Contains(errOut, "bad.yaml:1:") {
+			t.Errorf("validate %q: exit %d, %s", args, code, errOut)
+		}
+	}
+	if code, _, _ := cli(context.Background(), "validate", "--against", "", old); code != exitUsage {
+		t.Errorf("empty --against: exit %d", code)
+	}
+}
+
 // TestValidateKeys: validate prints each provider's keys, and notes a
 // provider whose keys an earlier version would have tagged per tenant.
 func TestValidateKeys(t *testing.T) {

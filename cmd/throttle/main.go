@@ -22,6 +22,7 @@ const (
 	exitFailure = 1
 	exitUsage   = 2
 	exitConfig  = 3
+	exitMoves   = 4
 )
 
 func main() {
@@ -44,6 +45,7 @@ const usageText = `throttle is the operator's command line of github.com/fleetqu
 Usage:
 
 	throttle validate [FILE]
+	throttle validate --against OLD [FILE]
 	throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch]
 	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 	throttle resume PROVIDER[/SCOPE] --redis URL
@@ -59,6 +61,7 @@ Exit codes:
 	1  runtime failure: Redis unreachable or failing, a file that cannot be read
 	2  usage error: unknown command or flag, bad argument, unknown provider or limit
 	3  invalid configuration: every problem is printed as file:line:column
+	4  validate --against: the change would move or forget state in Redis
 `
 
 // command is one subcommand.
@@ -112,6 +115,10 @@ func exitCode(err error, stderr io.Writer) int {
 	var ue *usageError
 	var ce *configError
 	switch {
+	case errors.Is(err, errMoves):
+		// The changes are on stdout.
+		fmt.Fprintf(stderr, "throttle: %v\n", err)
+		return exitMoves
 	case errors.As(err, &ue):
 		if !ue.printed {
 			fmt.Fprintf(stderr, "throttle: %v\n", ue.err)
@@ -141,6 +148,10 @@ func exitCode(err error, stderr io.Writer) int {
 
 // errHelp is returned by a command that printed its help as asked.
 var errHelp = errors.New("help")
+
+// errMoves is returned by validate --against when the change would move
+// or forget state: exit code 4.
+var errMoves = errors.New("the new configuration moves or forgets state in Redis (listed above)")
 
 // usageError is a bad command line: exit code 2.
 type usageError struct {

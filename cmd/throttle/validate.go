@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -15,6 +16,7 @@ import (
 var validateCmd = &command{
 	name: "validate",
 	usage: `Usage: throttle validate [FILE]
+       throttle validate --against OLD [FILE]
 
 Validate loads a providers configuration (with no FILE, the embedded
 catalog config/providers.yaml) as the library does. When it has problems,
@@ -30,13 +32,24 @@ short form with headroom applied (the numbers the store enforces), its
 scope, what happens without a scope value and the values it is restricted
 to. ${VAR} references are read from the environment.
 
+With --against OLD, validate loads both and, instead of the table, lists
+per provider what switching the fleet from OLD to FILE does to the state in
+Redis: a provider removed or renamed; its keys moved to other hash tags
+(keys: per_provider / per_tenant, or the tenant scope) and its pauses with
+them; a limit removed, renamed or rescoped (its keys change); a limit
+turned from GCRA into a window or back (its state cannot be read); a
+window's unit, reset time or time zone changed (the current count is
+forgotten); and, without moving anything, limits and providers added. The
+exit code is 4 when anything would move or be forgotten, 0 otherwise.
 `,
 }
 
 func init() { validateCmd.run = runValidate }
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	var against string
 	fs := newFlagSet(validateCmd)
+	fs.StringVar(&against, "against", "", "list what switching from the configuration `OLD` to FILE moves or forgets in Redis (exit 4 if anything)")
 	pos, err := parse(validateCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -51,12 +64,69 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 			return usagef("validate: empty FILE")
 		}
 	}
+	var old *providers.Config
+	if isSet(fs, "against") {
+		if against == "" {
+			return usagef("validate: empty --against")
+		}
+		if old, err = loadConfig(against); err != nil {
+			return err
+		}
+	}
 	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
-	printConfig(stdout, cfg)
+	if old == nil {
+		printConfig(stdout, cfg)
+		return nil
+	}
+	return printChanges(stdout, old, cfg)
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// printChanges lists what switching from old to cfg does to the state in
+// Redis, per provider, and returns errMoves when anything moves.
+func printChanges(w io.Writer, old, cfg *providers.Config) error {
+	changes := providers.Changes(old, cfg)
+	moves := 0
+	for _, c := range changes {
+		if c.Kind.Moves() {
+			moves++
+		}
+	}
+	fmt.Fprintf(w, "%s -> %s: %d change%s that move%s or forget%s state\n", old.Name(), cfg.Name(),
+		moves, plural(moves), verbS(moves), verbS(moves))
+	prev := ""
+	for _, c := range changes {
+		if c.Provider != prev {
+			fmt.Fprintf(w, "\n%s\n", c.Provider)
+			prev = c.Provider
+		}
+		what := "  " + c.Kind.String()
+		if c.Limit != "" {
+			what += " " + c.Limit
+		}
+		fmt.Fprintf(w, "%s: %s\n", what, c.Detail)
+	}
+	if moves > 0 {
+		return errMoves
+	}
 	return nil
+}
+
+// verbS is the "s" of a verb whose subject is n changes.
+func verbS(n int) string {
+	if n == 1 {
+		return "s"
+	}
+	return ""
 }
 
 // printConfig writes the resolved table of a valid configuration.
