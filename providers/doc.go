@@ -33,6 +33,7 @@
 //	    mode: enforce               # enforce (default) | shadow
 //	    on_store_error: local       # fail_closed (default) | fail_open | local
 //	    local_share: 10%            # required with local, refused otherwise
+//	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
@@ -107,21 +108,40 @@
 //	  - {name: quota, limit: 1000/min}
 //	  - {name: batch, limit: 600/min, scope: "label:class", only: [batch], missing: skip}
 //
-// Scope values are untrusted: keys are built with quota.KeyOf, so a value
-// that is long or holds unsafe characters is replaced by its hash.
+// Scope values are untrusted: each becomes its key part through
+// quota.SafePart, so a value that is long or holds unsafe characters is
+// replaced by its hash.
 //
 // # Keys and tags
 //
 // An item's key is its limit's name for a provider-wide limit or a
-// missing value's shared state, and quota.KeyOf(name, value) otherwise.
-// The request's Tag (the Redis Cluster hash tag) is the provider's name,
-// except when every limit of the provider — its own and every route's —
-// has the same scope other than provider: then a request that has a value
-// for it is tagged provider + ":" + quota.SafePart(value), so tenants
-// spread over a cluster. Deciding this per provider rather than per
-// request keeps each limit's state under one tag whatever route a request
-// takes. The pause key is "pause" in the provider's tag, or
-// "pause:" + quota.SafePart(value) in a tenant's tag.
+// missing value's shared state, and name + ":" + quota.SafePart(value)
+// otherwise (what quota.KeyOf makes). The request's Tag (the Redis Cluster
+// hash tag) is set by the provider's keys field:
+//
+//	keys: per_provider   # the default: every key in the tag <provider>
+//	keys: per_tenant     # a request with a tenant value: tag <provider>:<value>
+//
+// per_tenant spreads tenants over a cluster instead of heating one shard.
+// It requires every limit of the provider — its own and every route's —
+// to have the same scope other than provider (the tenant scope; business,
+// host, a header, a label): a provider-wide limit, or one scoped
+// otherwise, would have its state split across the tenants' tags, so Load
+// reports it at its file:line:column. Requests without a tenant value are
+// tagged with the provider's name. The pause key is "pause" in the
+// provider's tag, or "pause:" + quota.SafePart(value) in a tenant's tag.
+//
+// The tag is part of every key, so it is a stable property of the
+// provider, never inferred from its limits: adding or removing a limit
+// moves no other limit's state. Changing keys (or the tenant scope) does
+// move every tenant's state to other tags: Registry.Reload refuses it
+// (ErrKeysMoved) unless given AllowMovedKeys, and Changes lists what a new
+// configuration moves or forgets (throttle validate --against prints it).
+//
+// keys.go owns this layout: Resolve, Provider.StateKey, Provider.PauseKey
+// and Provider.Tag build it, Provider.ParseKey reads a tag and key back to
+// their limit and scope value's key part; tools use those rather than
+// assembling keys.
 //
 // # Routes
 //
@@ -170,5 +190,5 @@
 // A Config is immutable. A Registry is safe for concurrent use; Reload
 // swaps the configuration atomically, a resolution in progress finishes
 // under the one it started with, and ReloadFile keeps the old
-// configuration when the new file has errors.
+// configuration when the new file has errors or moves keys.
 package providers

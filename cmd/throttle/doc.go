@@ -11,6 +11,7 @@
 // # Usage
 //
 //	throttle validate [FILE]
+//	throttle validate --against OLD [FILE]
 //	throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch] [--interval 2s] [--top 10]
 //	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 //	throttle resume PROVIDER[/SCOPE] --redis URL
@@ -21,9 +22,12 @@
 // validate loads FILE (with no FILE, the embedded catalog,
 // config/providers.yaml) exactly as the library does. It prints every
 // problem as "file:line:column: field.path: message" and exits 3, or prints
-// the resolved table: per provider its hosts and behaviour, and per limit
-// its route, the limit in the short form with headroom applied, its scope
-// and what happens without a scope value.
+// the resolved table: per provider its hosts, behaviour and keys (its
+// Redis hash tag), and per limit its route, the limit in the short form
+// with headroom applied, its scope and what happens without a scope value.
+// With --against OLD it instead lists, per provider, what switching the
+// fleet from OLD to FILE would move or forget in Redis
+// (providers.Changes), and exits 4 when anything would.
 //
 // status reads the state of every limit without changing it, with the
 // formulas of package quota and Redis's TIME as the clock: per limit and
@@ -36,12 +40,13 @@
 // "throttle status --help" (one document per line with --watch).
 //
 // pause holds back a provider's requests (PROVIDER) or one tenant's
-// (PROVIDER/SCOPE, for a provider whose limits are all scoped per tenant)
+// (PROVIDER/SCOPE, for a provider with keys: per_tenant)
 // fleet-wide, as a vendor's 429 does; resume lifts it; reset deletes limit
 // state so a limit is back to full capacity. They write exactly the keys the
 // transport reads: the tags and keys come from package providers
-// (Provider.StateKey, Provider.PauseKey) and the Redis keys from package
-// redisstore.
+// (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the
+// keys status finds) and the Redis keys from package redisstore (Store.Key,
+// Store.PauseKey, Store.ParseKey), which own the layout.
 //
 // # Connecting
 //
@@ -59,4 +64,5 @@
 //	1  runtime failure: Redis unreachable or failing, a file that cannot be read
 //	2  usage error: unknown command or flag, bad argument, unknown provider or limit
 //	3  invalid configuration: every problem is printed as file:line:column
+//	4  validate --against: the change would move or forget state in Redis
 package main

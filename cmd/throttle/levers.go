@@ -25,8 +25,8 @@ on Redis's clock, as the transport does when the vendor answers 429: the
 transports wait for the pause to end (up to their max wait) or fail fast.
 A longer pause in force is kept.
 
-PROVIDER alone writes the provider's pause. For a provider whose limits are
-all scoped per tenant (validate says "tagged per ..."), each tenant's
+PROVIDER alone writes the provider's pause. For a provider with
+keys: per_tenant (validate says "keys per_tenant"), each tenant's
 requests read only their own pause: PROVIDER/SCOPE pauses the tenant whose
 scope value is SCOPE (a business, a header value, a host; a "#..." value as
 status shows it is taken as it is), and PROVIDER alone pauses only the
@@ -78,7 +78,7 @@ func pauseTarget(cfg *providers.Config, target string) (p *providers.Provider, p
 	if len(parts) == 2 {
 		s, ok := p.TenantScope()
 		if !ok {
-			return nil, "", "", "", usagef("provider %q is not tagged per tenant: its one pause holds back all its requests; use %q", p.Name, p.Name)
+			return nil, "", "", "", usagef("provider %q is not tagged per tenant (keys: per_provider): its one pause holds back all its requests; use %q", p.Name, p.Name)
 		}
 		if part = scopePart(s, parts[1]); part == "" {
 			return nil, "", "", "", usagef("%q: empty scope value", target)
