@@ -45,7 +45,8 @@ func (k Kind) String() string {
 type Unit uint8
 
 const (
-	// Hour windows start every hour at Calendar.Reset past the hour.
+	// Hour windows start every time the local clock reads Calendar.Reset
+	// past an hour. See Calendar for daylight-saving changes.
 	Hour Unit = iota + 1
 	// Day windows start every day at Calendar.Reset past local midnight.
 	// On a daylight-saving change day a window is 23 or 25 hours long.
@@ -69,6 +70,28 @@ func (u Unit) String() string {
 }
 
 // Calendar places the windows of a Window limit.
+//
+// Windows tile time: each ends where the next starts, none is empty, and
+// every instant is in exactly one. Where a zone's clock jumps, that takes a
+// rule:
+//
+//   - A Day or Month window starts at the first instant at which the local
+//     clock reads its reset time or later. A reset time that a
+//     spring-forward skips (midnight in America/Santiago, which jumps from
+//     00:00 to 01:00) starts the window at the jump, the first instant
+//     after the gap; one that a fall-back repeats starts it at its first
+//     occurrence. Only a date the zone skips whole (Pacific/Apia,
+//     2011-12-30) has no window.
+//   - An Hour window starts at every instant at which the local clock reads
+//     Reset past an hour, and at no other. Where offsets change by whole
+//     hours that is every 60 minutes of real time, daylight saving or not:
+//     the repeated hour of a fall-back is a window of its own, and a reset
+//     minute inside a spring-forward gap is simply not read. A change by a
+//     fraction of an hour (Australia/Lord_Howe moves 30 minutes) makes the
+//     window holding it that much shorter or longer: 30 or 90 minutes.
+//
+// Bounds relies on what holds for every zone of the tz database: offsets
+// within a day of UTC and offset changes more than two days apart.
 type Calendar struct {
 	// Unit is the window length.
 	Unit Unit
@@ -88,50 +111,124 @@ func (c Calendar) Bounds(t time.Time) (start, end time.Time) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	local := t.In(loc)
+	t = t.In(loc)
 	switch c.Unit {
 	case Hour:
-		// Hours are measured in absolute time so that the repeated hour of
-		// a daylight-saving fall-back is two windows, not one ambiguous one.
-		off := time.Duration(local.Minute())*time.Minute +
-			time.Duration(local.Second())*time.Second +
-			time.Duration(local.Nanosecond()) - c.Reset
-		if off < 0 {
-			off += time.Hour
-		}
-		start = t.Add(-off)
-		return start, start.Add(time.Hour)
+		start, end = c.hourBounds(t)
 	case Month:
-		y, m, _ := local.Date()
-		start = c.at(y, m, 1, loc)
-		if start.After(t) {
-			start = c.at(y, m-1, 1, loc)
+		// The window of month m is [first(m), first(m+1)); first never
+		// decreases from one month to the next, so the window holding t
+		// is the last month whose first is at or before t.
+		y, m, _ := t.Date()
+		start = c.first(y, m, 1, loc)
+		for start.After(t) {
+			m--
+			start = c.first(y, m, 1, loc)
 		}
-		sy, sm, _ := start.In(loc).Date()
-		return start, c.at(sy, sm+1, 1, loc)
-	default: // Day
-		y, m, d := local.Date()
-		start = c.at(y, m, d, loc)
-		if start.After(t) {
-			start = c.at(y, m, d-1, loc)
+		for end = c.first(y, m+1, 1, loc); !end.After(t); end = c.first(y, m+1, 1, loc) {
+			m++
+			start = end
 		}
-		sy, sm, sd := start.In(loc).Date()
-		return start, c.at(sy, sm, sd+1, loc)
+	default: // Day, as for Month
+		y, m, d := t.Date()
+		start = c.first(y, m, d, loc)
+		for start.After(t) {
+			d--
+			start = c.first(y, m, d, loc)
+		}
+		for end = c.first(y, m, d+1, loc); !end.After(t); end = c.first(y, m, d+1, loc) {
+			d++
+			start = end
+		}
 	}
+	return start.In(loc), end.In(loc)
 }
 
-// at is the reset time on the given local date, as wall-clock fields (not
-// midnight plus a duration, which is an hour off on a daylight-saving change
-// day); time.Date normalises a reset that falls in a daylight-saving gap.
-func (c Calendar) at(y int, m time.Month, d int, loc *time.Location) time.Time {
-	r := c.Reset
-	h := r / time.Hour
-	r -= h * time.Hour
-	mi := r / time.Minute
-	r -= mi * time.Minute
-	sec := r / time.Second
-	r -= sec * time.Second
-	return time.Date(y, m, d, int(h), int(mi), int(sec), int(r), loc)
+// maxOffset bounds a zone's offset from UTC: tzdata has none beyond 16
+// hours.
+const maxOffset = 24 * time.Hour
+
+// first returns the start of the Day or Month window of the given local
+// date: the first instant at which the clock in loc reads the date's reset
+// time or later.
+func (c Calendar) first(y int, m time.Month, d int, loc *time.Location) time.Time {
+	// wall is the reset time as a reading of the clock; the instant at
+	// which a clock of offset o reads it is wall-o. Every instant that
+	// reads it lies within maxOffset of wall, where the offset changes at
+	// most once.
+	wall := time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Add(c.Reset)
+	lo, hi := wall.Add(-maxOffset), wall.Add(maxOffset)
+	before, after := offset(lo, loc), offset(hi, loc)
+	if before == after {
+		return wall.Add(-before)
+	}
+	jump := change(lo, hi, before, loc)
+	if at := wall.Add(-before); at.Before(jump) {
+		return at // read before the change (the first of two readings, if it repeats)
+	}
+	if at := wall.Add(-after); at.After(jump) {
+		return at
+	}
+	return jump // skipped by a spring-forward, or read at the change itself
+}
+
+// hourBounds returns the Hour window holding t (in the calendar's zone):
+// from the last instant at or before t at which the clock reads Reset past
+// an hour to the next such instant.
+func (c Calendar) hourBounds(t time.Time) (start, end time.Time) {
+	_, o := t.Zone()
+	off := time.Duration(o) * time.Second
+	start = t.Add(-c.sinceReset(t, off))
+	end = start.Add(time.Hour)
+	if before := offset(start, t.Location()); before != off {
+		// The offset changed after start: the clock at t's offset has
+		// not read the reset minute since the change, so the window
+		// started at the last reading before the change.
+		last := change(start, t, before, t.Location()).Add(-time.Nanosecond)
+		start = last.Add(-c.sinceReset(last, before))
+	}
+	if after := offset(end, t.Location()); after != off {
+		// The offset changes before end: the window ends at the first
+		// reading at the new offset.
+		jump := change(t, end, off, t.Location())
+		end = jump.Add((time.Hour - c.sinceReset(jump, after)) % time.Hour)
+	}
+	return start, end
+}
+
+// sinceReset is how long ago, at t, a clock of offset off last read Reset
+// past an hour: in [0, 1h).
+func (c Calendar) sinceReset(t time.Time, off time.Duration) time.Duration {
+	wall := t.Unix() + int64(off/time.Second)
+	d := (time.Duration(wall%3600)*time.Second + time.Duration(t.Nanosecond()) - c.Reset%time.Hour) % time.Hour
+	if d < 0 {
+		d += time.Hour
+	}
+	return d
+}
+
+// offset is the offset from UTC of loc's clock at t.
+func offset(t time.Time, loc *time.Location) time.Duration {
+	_, o := t.In(loc).Zone()
+	return time.Duration(o) * time.Second
+}
+
+// change returns the instant in (lo, hi] at which loc's offset stops being
+// before, the offset at lo, given that it changes once in that span. Zones
+// change offset on whole seconds, so it bisects the seconds. (ZoneBounds
+// would say directly, but in zones ruled by a TZ string it ends the last
+// period of a leap year a day early.)
+func change(lo, hi time.Time, before time.Duration, loc *time.Location) time.Time {
+	a, b := lo.Unix(), hi.Unix() // offset at a is before, at b is not
+	for b-a > 1 {
+		mid := a + (b-a)/2
+		if offset(time.Unix(mid, 0), loc) == before {
+			a = mid
+		} else {
+			b = mid
+		}
+	}
+	return time.Unix(b, 0)
 }
 
 // A Limit is one limit of a stack. Its state lives in a Store under the key

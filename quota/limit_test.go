@@ -22,6 +22,8 @@ func TestCalendarBounds(t *testing.T) {
 	t.Parallel()
 	la := zone(t, "America/Los_Angeles")
 	kolkata := zone(t, "Asia/Kolkata")
+	apia := zone(t, "Pacific/Apia")
+	lordHowe := zone(t, "Australia/Lord_Howe")
 	tests := []struct {
 		name       string
 		cal        quota.Calendar
@@ -55,6 +57,24 @@ func TestCalendarBounds(t *testing.T) {
 		{"the repeated fall-back hour is its own window", quota.Calendar{Unit: quota.Hour, Location: la},
 			time.Date(2026, 11, 1, 9, 15, 0, 0, time.UTC), // 01:15 PST, the second 01:15
 			time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)},
+		{"a reset repeated by a fall-back starts at its first occurrence", quota.Calendar{Unit: quota.Day, Reset: time.Hour + 30*time.Minute, Location: la},
+			time.Date(2026, 11, 1, 9, 45, 0, 0, time.UTC), // 01:45 PST, the second 01:45
+			time.Date(2026, 11, 1, 8, 30, 0, 0, time.UTC), time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)},
+		{"a reset skipped by a spring-forward starts at the jump", quota.Calendar{Unit: quota.Day, Reset: 2*time.Hour + 30*time.Minute, Location: la},
+			time.Date(2026, 3, 8, 12, 0, 0, 0, la),
+			time.Date(2026, 3, 8, 3, 0, 0, 0, la), time.Date(2026, 3, 9, 2, 30, 0, 0, la)},
+		{"a date skipped whole has no window", quota.Calendar{Unit: quota.Day, Location: apia},
+			time.Date(2011, 12, 31, 0, 0, 0, 0, apia), // Dec 29 23:59:59 -10 was followed by Dec 31 00:00 +14
+			time.Date(2011, 12, 31, 0, 0, 0, 0, apia), time.Date(2012, 1, 1, 0, 0, 0, 0, apia)},
+		{"an hour reset skipped by a spring-forward is not read", quota.Calendar{Unit: quota.Hour, Reset: 30 * time.Minute, Location: la},
+			time.Date(2026, 3, 8, 10, 0, 0, 0, time.UTC), // 03:00 PDT, the jump
+			time.Date(2026, 3, 8, 9, 30, 0, 0, time.UTC), time.Date(2026, 3, 8, 10, 30, 0, 0, time.UTC)},
+		{"a 30-minute spring-forward lengthens the hour holding it", quota.Calendar{Unit: quota.Hour, Location: lordHowe},
+			time.Date(2026, 10, 4, 2, 45, 0, 0, lordHowe), // +11; 02:00 +1030 became 02:30 +11
+			time.Date(2026, 10, 4, 1, 0, 0, 0, lordHowe), time.Date(2026, 10, 4, 3, 0, 0, 0, lordHowe)},
+		{"a 30-minute fall-back shortens the hour holding it", quota.Calendar{Unit: quota.Hour, Reset: 30 * time.Minute, Location: lordHowe},
+			time.Date(2026, 4, 4, 14, 50, 0, 0, time.UTC), // 01:50 +11; 02:00 +11 becomes 01:30 +1030 at 15:00 UTC
+			time.Date(2026, 4, 4, 14, 30, 0, 0, time.UTC), time.Date(2026, 4, 4, 15, 0, 0, 0, time.UTC)},
 		{"month", quota.Calendar{Unit: quota.Month, Location: la},
 			time.Date(2026, 2, 28, 23, 0, 0, 0, la),
 			time.Date(2026, 2, 1, 0, 0, 0, 0, la), time.Date(2026, 3, 1, 0, 0, 0, 0, la)},

@@ -640,3 +640,36 @@ func TestDSTDayState(t *testing.T) {
 		}
 	}
 }
+
+// TestMidnightSpringForwardDay: America/Santiago springs forward at local
+// midnight (2026-09-06 00:00 -04 becomes 01:00 -03). Stepping an hour at a
+// time across it, every decision succeeds and each local day admits its 3:
+// the 6th from the jump on. Its window once came out empty, and every
+// decision of the day failed with "client clock off by more than a window".
+func TestMidnightSpringForwardDay(t *testing.T) {
+	t.Parallel()
+	santiago, err := time.LoadLocation("America/Santiago")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(time.Date(2026, 9, 5, 12, 0, 0, 0, santiago))
+	st := newStore(t, client, clock)
+	req := stack("v", window("daily", 3, quota.Day, santiago))
+	var admitted []string
+	for i := 0; i < 48; i++ {
+		res := reserve(t, st, req, 1, 0)
+		if res.Allowed {
+			admitted = append(admitted, clock.Now().In(santiago).Format("Jan 2 15:04 -07"))
+		}
+		clock.Advance(time.Hour)
+	}
+	want := []string{
+		"Sep 5 12:00 -04", "Sep 5 13:00 -04", "Sep 5 14:00 -04",
+		"Sep 6 01:00 -03", "Sep 6 02:00 -03", "Sep 6 03:00 -03",
+		"Sep 7 00:00 -03", "Sep 7 01:00 -03", "Sep 7 02:00 -03",
+	}
+	if strings.Join(admitted, ", ") != strings.Join(want, ", ") {
+		t.Errorf("admitted at %v, want %v", admitted, want)
+	}
+}
