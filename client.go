@@ -3,7 +3,9 @@ package throttle
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/hashicorp/go-retryablehttp"
 
@@ -21,7 +23,16 @@ import (
 // response, not an error. A refusal by the throttle itself (ErrLimited,
 // ErrStoreUnavailable) is returned at once, never retried.
 //
-// The options are New's, plus WithRetries.
+// A request body is never buffered. A body is retried only when the
+// request can make a fresh copy of it (GetBody, which http.NewRequest sets
+// for a *bytes.Buffer, *bytes.Reader or *strings.Reader) and its
+// ContentLength is known and at most the retry body limit
+// (DefaultRetryBodyLimit, WithRetryBodyLimit); each attempt sends a copy
+// from GetBody. Any other body (a stream, a pipe, a file, a body over the
+// limit) is sent once, still throttled and still pausing the scope on a
+// vendor throttle, and its response, a 429 included, is the caller's.
+//
+// The options are New's, plus WithRetries and WithRetryBodyLimit.
 func NewClient(opts ...Option) (*http.Client, error) {
 	t, err := New(opts...)
 	if err != nil {
@@ -30,7 +41,14 @@ func NewClient(opts ...Option) (*http.Client, error) {
 	return t.Client(), nil
 }
 
-// Client returns an *http.Client that retries around t, as NewClient does.
+// DefaultRetryBodyLimit is the largest request body NewClient retries by
+// default: 1 MiB holds the JSON of an ordinary API call, while a larger
+// body is an upload, where each retry sends all of it again and the
+// vendor's resumable upload, if it has one, is the better unit to retry.
+const DefaultRetryBodyLimit = 1 << 20
+
+// Client returns an *http.Client that retries around t, as NewClient does,
+// sending any body it will not retry once and unbuffered.
 func (t *Transport) Client() *http.Client {
 	policy := &backoff.Policy{
 		SignalsFor: t.signalsFor,
@@ -49,16 +67,62 @@ func (t *Transport) Client() *http.Client {
 	}
 	rc.Backoff = policy.Backoff
 	rc.ErrorHandler = backoff.PassthroughErrorHandler
-	return &http.Client{Transport: retrying{&retryablehttp.RoundTripper{Client: rc}}}
+	return &http.Client{Transport: retrying{rc, t.retry.bodyLimit}}
 }
 
-// retrying hands each request to go-retryablehttp with the request in its
-// context, where the retry policy reads the method and Idempotency-Key
-// (retryablehttp gives CheckRetry no request when there is no response).
-type retrying struct{ rt *retryablehttp.RoundTripper }
+// retrying hands each request whose body it may retry to go-retryablehttp,
+// and any other, once, to the http.Client around the Transport that
+// retryablehttp sends each attempt with (so redirects go the same way).
+//
+// go-retryablehttp's own RoundTripper reads every body into memory
+// (FromRequest: io.ReadAll), so retrying builds its requests itself: the
+// body is a ReaderFunc over GetBody, which retryablehttp calls before each
+// attempt (and once more to look for a length) and never buffers.
+type retrying struct {
+	client    *retryablehttp.Client
+	bodyLimit int64
+}
 
 func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
-	return r.rt.RoundTrip(req.WithContext(backoff.WithRequest(req.Context(), req)))
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody && (req.GetBody == nil || req.ContentLength <= 0 || req.ContentLength > r.bodyLimit) {
+		return unwrap(r.client.HTTPClient.Do(req))
+	}
+	// The request goes in its context, where the retry policy reads the
+	// method and Idempotency-Key (retryablehttp gives CheckRetry no
+	// request when there is no response). The copy also keeps
+	// retryablehttp from setting the caller's request's Body.
+	out := req.WithContext(backoff.WithRequest(req.Context(), req))
+	if hasBody {
+		// Every attempt sends a copy from GetBody; this one goes unread,
+		// and a RoundTripper closes the body it is given.
+		closeBody(req)
+		out.Body = nil
+	}
+	rreq, err := retryablehttp.FromRequest(out)
+	if err != nil {
+		return nil, err
+	}
+	if hasBody {
+		if err := rreq.SetBody(retryablehttp.ReaderFunc(func() (io.Reader, error) { return req.GetBody() })); err != nil {
+			return nil, err
+		}
+		// SetBody takes the length from a Len method, which GetBody's
+		// ReadCloser hides; without the caller's, the body would go
+		// chunked.
+		rreq.ContentLength, rreq.GetBody = req.ContentLength, req.GetBody
+	}
+	return unwrap(r.client.Do(rreq))
+}
+
+// unwrap returns an http.Client's error without the *url.Error around it,
+// as a RoundTripper's error should be: the caller's http.Client adds its
+// own.
+func unwrap(resp *http.Response, err error) (*http.Response, error) {
+	if ue, ok := err.(*url.Error); ok {
+		return resp, ue.Err
+	}
+	return resp, err
 }
 
 // signalsFor returns the throttling signals of req's provider, or nil.

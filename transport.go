@@ -51,6 +51,8 @@ type Transport struct {
 type retrySettings struct {
 	max      int
 	min, cap time.Duration
+	// bodyLimit is the largest request body that is retried.
+	bodyLimit int64
 }
 
 // An Option configures New and NewClient.
@@ -137,7 +139,22 @@ func WithRetries(max int, min, cap time.Duration) Option {
 		if max < 0 || min <= 0 || cap < min {
 			return fmt.Errorf("throttle: WithRetries(%d, %v, %v): want max >= 0 and 0 < min <= cap", max, min, cap)
 		}
-		t.retry = retrySettings{max, min, cap}
+		t.retry.max, t.retry.min, t.retry.cap = max, min, cap
+		return nil
+	})
+}
+
+// WithRetryBodyLimit sets the largest request body, in bytes, that
+// NewClient retries; the default is DefaultRetryBodyLimit. A request with
+// a larger body, a body of unknown length or one without GetBody is sent
+// once and never buffered; its response, a 429 included, goes to the
+// caller. Zero retries only requests without a body. New ignores it.
+func WithRetryBodyLimit(n int64) Option {
+	return optionFunc(func(t *Transport) error {
+		if n < 0 {
+			return fmt.Errorf("throttle: WithRetryBodyLimit(%d): must not be negative", n)
+		}
+		t.retry.bodyLimit = n
 		return nil
 	})
 }
@@ -150,7 +167,7 @@ func New(opts ...Option) (*Transport, error) {
 		base:     http.DefaultTransport,
 		clock:    quota.SystemClock{},
 		failover: failover{retry: DefaultStoreRetry},
-		retry:    retrySettings{4, 500 * time.Millisecond, 30 * time.Second},
+		retry:    retrySettings{4, 500 * time.Millisecond, 30 * time.Second, DefaultRetryBodyLimit},
 	}
 	for _, o := range opts {
 		if err := o.apply(t); err != nil {
