@@ -29,6 +29,8 @@
 //     the start of the next window. Charging it at t adds c to window(t),
 //     so a reservation that waits into the next window is counted there.
 //   - A pause admits at any time >= its paused-until.
+//   - Concurrency (Rate leases, TTL Period): see "Leases". It takes no
+//     part in the fixpoint.
 //
 // The store finds t* by a fixpoint: start at t = max(now, paused-until); ask
 // every limit in order for the earliest time >= t it admits; if one is
@@ -74,4 +76,29 @@
 // reservations made before a live one stay reserved until it is cancelled
 // too or time passes them: at most the longest max wait. This never
 // over-admits.
+//
+// # Leases
+//
+// A Concurrency limit caps the requests in flight: each admitted request
+// takes a lease, held from the decision until the caller releases it
+// (Reservation.Release, when the response is done) or it expires, Period
+// (the lease TTL) after the slot or after its last renewal
+// (Reservation.Renew). Expiry is what gives back the leases of a process
+// that died; a live holder renews its leases well within the TTL.
+//
+// Unlike the other kinds, a lease limit cannot say when it will admit: a
+// lease comes back when its holder finishes, which no store knows. So it
+// takes no part in the fixpoint. A limit with a free lease admits at any
+// time; one whose leases are all held denies the request whatever its max
+// wait, is its decider, and gives as RetryAfter the later of the stack's
+// slot and its soonest lease expiry (the earliest time a lease is known to
+// come back, should its holder neither release nor renew). Waiting for a
+// lease would take either polling (which a fleet of callers must not do)
+// or a queue whose releases hand leases over to waiters blocked on the
+// store, a second round trip and a held connection per waiter; a request
+// that cannot get a lease fails fast, like any other limit.
+//
+// A request holds one lease per Concurrency limit whatever its cost, and
+// all of them under one lease id. A waiter holds its leases while it
+// waits, and Cancel gives them back whenever it comes.
 package quota

@@ -20,6 +20,9 @@ type cell struct {
 	until int64  // pause: paused until, µs
 	wins  []win  // Window: counts of windows that have not ended
 	holes []hole // GCRA: cancelled reservations not given back yet; see cancel
+	// leases are a Concurrency limit's leases: lease id -> expiry, µs.
+	// Expired ones are dropped by the next decision on the key.
+	leases map[uint64]int64
 }
 
 // hole is a GCRA reservation cancelled while a later one still held the
@@ -68,7 +71,26 @@ func (c *cell) expires() int64 {
 	for _, w := range c.wins {
 		e = max(e, w.end)
 	}
+	for _, x := range c.leases {
+		e = max(e, x)
+	}
 	return e
+}
+
+// liveLeases drops the leases expired by now and returns how many are
+// left and the soonest expiry among them (0 when none).
+func (c *cell) liveLeases(now int64) (n, soonest int64) {
+	for id, x := range c.leases {
+		if x <= now {
+			delete(c.leases, id)
+			continue
+		}
+		n++
+		if soonest == 0 || x < soonest {
+			soonest = x
+		}
+	}
+	return n, soonest
 }
 
 // horizon holds the boundaries of the three windows a decision looks at:
@@ -103,6 +125,9 @@ type item struct {
 	T    int64 // GCRA: emission interval
 	dvt  int64 // GCRA: tolerance
 	h    horizon
+	// Concurrency: the lease TTL, the live leases before this decision
+	// and the soonest expiry among them.
+	ttl, live, soonest int64
 }
 
 func (it *item) init(lim *Limit, c *cell, cost, now int64) {
@@ -110,6 +135,11 @@ func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 	if lim.Kind == GCRA {
 		it.T, it.dvt = lim.Interval(), lim.Tolerance()
 		it.tat, it.prev = max(c.tat, now), c.tat
+		return
+	}
+	if lim.Kind == Concurrency {
+		it.ttl = lim.Period.Microseconds()
+		it.live, it.soonest = c.liveLeases(now)
 		return
 	}
 	it.h = horizonAt(lim.Calendar, now)
@@ -120,8 +150,11 @@ func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 // horizon).
 func (it *item) earliest(t int64) (int64, bool) {
 	cost := it.cost
-	if it.lim.Kind == GCRA {
+	switch it.lim.Kind {
+	case GCRA:
 		return max(t, it.tat+cost*it.T-it.dvt), false
+	case Concurrency: // decided apart: see fullLease
+		return t, false
 	}
 	j := it.h.slot(t)
 	if j < 0 {
@@ -160,11 +193,34 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	return t, decider, false
 }
 
+// fullLease returns the index of the first Concurrency item whose leases
+// are all held, or -1, and the soonest expiry of that item's leases: the
+// earliest time at which a lease is known to come back (a holder may
+// release sooner, or renew). A full Concurrency limit denies whatever the
+// max wait: no store knows when a holder finishes, and granting a lease
+// that is still held at its slot would exceed the cap.
+func fullLease(items []item) (int, int64) {
+	for i := range items {
+		if it := &items[i]; it.lim.Kind == Concurrency && it.live+1 > it.lim.Rate {
+			return i, it.soonest
+		}
+	}
+	return -1, 0
+}
+
 // charge books each item's cost at t and returns in marks (when not nil)
-// per limit what Cancel needs.
-func charge(items []item, now, t int64, marks []mark) {
+// per limit what Cancel needs. A Concurrency item takes lease id, which
+// expires a TTL after the slot.
+func charge(items []item, now, t int64, marks []mark, id uint64) {
 	for i := range items {
 		it := &items[i]
+		if it.lim.Kind == Concurrency {
+			if it.c.leases == nil {
+				it.c.leases = make(map[uint64]int64)
+			}
+			it.c.leases[id] = t + it.ttl
+			continue
+		}
 		if it.lim.Kind == GCRA {
 			it.c.tat = max(it.tat, t) + it.cost*it.T
 			if marks != nil {
@@ -184,7 +240,13 @@ func charge(items []item, now, t int64, marks []mark) {
 // was admitted (and charged), at now when it was denied.
 func (it *item) status(now, t int64, allowed bool) Status {
 	var rem, reset int64
-	if it.lim.Kind == GCRA {
+	if it.lim.Kind == Concurrency {
+		// ResetAfter is when the last live lease expires unless renewed.
+		rem = it.lim.Rate - int64(len(it.c.leases))
+		for _, x := range it.c.leases {
+			reset = max(reset, x-now)
+		}
+	} else if it.lim.Kind == GCRA {
 		at, tat := now, it.tat
 		if allowed {
 			at, tat = t, it.c.tat
@@ -205,12 +267,20 @@ func (it *item) status(now, t int64, allowed bool) Status {
 
 // refund gives back what Cancel may, per package doc "Cancel": now is the
 // store's time, t the reserved slot, marks what charge returned.
-func refund(items []item, now, t int64, marks []mark) {
+func refund(items []item, now, t int64, marks []mark, id uint64) {
+	for i := range items {
+		if it := &items[i]; it.lim.Kind == Concurrency {
+			delete(it.c.leases, id)
+		}
+	}
 	if now >= t {
 		return
 	}
 	for i := range items {
 		it := &items[i]
+		if it.lim.Kind == Concurrency {
+			continue
+		}
 		if it.lim.Kind == GCRA {
 			it.c.cancel(marks[i], now)
 			continue

@@ -28,15 +28,24 @@ const (
 	// windows aligned to a reset time in a time zone. It models a vendor's
 	// daily (or hourly, or monthly) quota.
 	Window
+	// Concurrency caps the requests in flight at once: Rate leases, each
+	// held by one request from its decision until it is released (the
+	// response done) or its lease expires, Period after the request's
+	// slot or its last renewal. It models GitHub's 100 concurrent
+	// requests and the model APIs' concurrent-stream caps. See package doc
+	// "Leases".
+	Concurrency
 )
 
-// String returns "gcra" or "window".
+// String returns "gcra", "window" or "concurrent".
 func (k Kind) String() string {
 	switch k {
 	case GCRA:
 		return "gcra"
 	case Window:
 		return "window"
+	case Concurrency:
+		return "concurrent"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -239,9 +248,12 @@ type Limit struct {
 	Name string
 	// Kind selects the algorithm.
 	Kind Kind
-	// Rate is the number of events per Period (GCRA) or per window (Window).
+	// Rate is the number of events per Period (GCRA) or per window
+	// (Window), or the number of leases (Concurrency).
 	Rate int64
-	// Period is the GCRA period, e.g. time.Second for "100 per second".
+	// Period is the GCRA period, e.g. time.Second for "100 per second",
+	// or a Concurrency limit's lease TTL: how long a lease outlives its
+	// last renewal, so that the leases of a process that died come back.
 	Period time.Duration
 	// Burst is how many events GCRA admits at once from idle. Zero means
 	// Rate: "100 per second" admits 100 at once.
@@ -291,6 +303,13 @@ func (l *Limit) Validate() error {
 		default:
 			return bad("window unit must be hour, day or month")
 		}
+	case Concurrency:
+		if l.Rate > MaxExact {
+			return bad("rate %d is above 2^51", l.Rate)
+		}
+		if l.Period < time.Millisecond || l.Period.Microseconds() > MaxExact {
+			return bad("lease TTL %v must be from 1ms to 2^51µs (71 years)", l.Period)
+		}
 	default:
 		return bad("unknown kind %d", l.Kind)
 	}
@@ -306,7 +325,9 @@ func (l *Limit) burst() int64 {
 }
 
 // Capacity is the largest cost one request may have under this limit: the
-// burst of a GCRA limit, the quota of a window.
+// burst of a GCRA limit, the quota of a window, the leases of a
+// Concurrency limit (where a request holds one lease whatever its cost; see
+// Request.CostOf).
 func (l *Limit) Capacity() int64 {
 	if l.Kind == GCRA {
 		return l.burst()

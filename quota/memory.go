@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,7 @@ type MemoryStore struct {
 	clock    Clock
 	interval int64 // µs between sweeps of a shard
 	shards   [shardCount]shard
+	leaseSeq atomic.Uint64 // the last lease id given out
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -171,28 +173,59 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	}
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
-	res.Allowed = ok && t-now <= req.MaxWaitMicros()
-	var cancel func(context.Context) error
+	full, soonest := fullLease(items)
+	res.Allowed = full < 0 && ok && t-now <= req.MaxWaitMicros()
+	var ops ReservationOps
 	if res.Allowed {
 		res.Wait = Micros(t - now)
 		var marks []mark
+		var id uint64
+		if hasLease(req) {
+			id = m.leaseSeq.Add(1)
+			ops.Release, ops.Renew = m.releaser(tag, req, id, false), m.releaser(tag, req, id, true)
+		}
 		if t > now {
 			marks = make([]mark, len(items))
-			cancel = m.canceller(tag, req, t, marks)
+			ops.Cancel = m.canceller(tag, req, t, marks, id)
 		}
-		charge(items, now, t, marks)
+		charge(items, now, t, marks, id)
 	} else {
+		if full >= 0 {
+			res.Decider, t = full, max(t, soonest)
+		}
 		res.RetryAfter = Micros(t - now)
 	}
 	for i := range items {
 		res.Limits[i] = items[i].status(now, t, res.Allowed)
 	}
-	return NewReservation(res, cancel), nil
+	return NewReservation(res, ops), nil
 }
 
-// canceller returns the Cancel of a reservation at slot t. It keeps its own
-// copy of the stack, since the caller may reuse req.
-func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark) func(context.Context) error {
+// hasLease reports whether req's stack has a Concurrency limit.
+func hasLease(req *Request) bool {
+	for i := range req.Items {
+		if req.Items[i].Limit.Kind == Concurrency {
+			return true
+		}
+	}
+	return false
+}
+
+// items returns an item per limit of stack, on the state of shard s; the
+// caller holds s.mu.
+func (s *shard) items(tag string, stack []Item, costs []int64, now int64) []item {
+	items := make([]item, len(stack))
+	for i := range stack {
+		items[i].lim, items[i].cost = stack[i].Limit, costs[i]
+		items[i].c = s.cell(tag, stack[i].Key, now)
+	}
+	return items
+}
+
+// canceller returns the Cancel of a reservation at slot t that holds
+// lease id (0: none). It keeps its own copy of the stack, since the caller
+// may reuse req.
+func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark, id uint64) func(context.Context) error {
 	stack := append([]Item(nil), req.Items...)
 	costs := make([]int64, len(stack))
 	for i := range stack {
@@ -203,12 +236,36 @@ func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		now := m.now()
-		items := make([]item, len(stack))
-		for i := range stack {
-			items[i].lim, items[i].cost = stack[i].Limit, costs[i]
-			items[i].c = s.cell(tag, stack[i].Key, now)
+		refund(s.items(tag, stack, costs, now), now, t, marks, id)
+		return nil
+	}
+}
+
+// releaser returns the Release (renew false) or the Renew of lease id,
+// held in every Concurrency limit of req.
+func (m *MemoryStore) releaser(tag string, req *Request, id uint64, renew bool) func(context.Context) error {
+	var stack []Item
+	for _, it := range req.Items {
+		if it.Limit.Kind == Concurrency {
+			stack = append(stack, it)
 		}
-		refund(items, now, t, marks)
+	}
+	return func(context.Context) error {
+		s := m.shard(tag)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := m.now()
+		for _, it := range stack {
+			c := s.cell(tag, it.Key, now)
+			x, held := c.leases[id]
+			switch {
+			case !held:
+			case !renew || x <= now: // released, or expired: gone either way
+				delete(c.leases, id)
+			default:
+				c.leases[id] = max(x, now+it.Limit.Period.Microseconds())
+			}
+		}
 		return nil
 	}
 }

@@ -62,8 +62,12 @@ type Item struct {
 }
 
 // CostOf returns what the request counts for in item i: the item's Cost,
-// else the request's, else 1.
+// else the request's, else 1. A Concurrency item always counts 1: a
+// request is one request in flight, whatever it costs elsewhere.
 func (r *Request) CostOf(i int) int64 {
+	if r.Items[i].Limit != nil && r.Items[i].Limit.Kind == Concurrency {
+		return 1
+	}
 	if c := r.Items[i].Cost; c > 0 {
 		return c
 	}
@@ -199,18 +203,33 @@ type Result struct {
 }
 
 // A Reservation is an admitted or denied decision. An admitted reservation
-// holds its slot in every limit until it is used or cancelled.
+// holds its slot in every limit until it is used or cancelled, and its
+// leases (Concurrency limits) until they are released or expire.
 type Reservation struct {
 	Result
-	cancel    func(context.Context) error
+	ops       ReservationOps
 	cancelled atomic.Bool
+	released  atomic.Bool
 }
 
-// NewReservation is for Store implementations: it wraps a decision and the
-// function that gives its slot back. cancel may be nil when there is
-// nothing to give back (a denial, or a slot already due).
-func NewReservation(res Result, cancel func(context.Context) error) *Reservation {
-	return &Reservation{Result: res, cancel: cancel}
+// ReservationOps are what a Store does for one admitted reservation after
+// the decision, each in one step. A nil func means there is nothing to do.
+type ReservationOps struct {
+	// Cancel gives the slot back (see Reservation.Cancel), leases
+	// included.
+	Cancel func(context.Context) error
+	// Release gives the leases back.
+	Release func(context.Context) error
+	// Renew extends every lease still held to its TTL from now (never
+	// shortening it).
+	Renew func(context.Context) error
+}
+
+// NewReservation is for Store implementations: it wraps a decision and
+// what can be done with it afterwards. ops is empty when there is nothing
+// to give back (a denial, or a slot already due without leases).
+func NewReservation(res Result, ops ReservationOps) *Reservation {
+	return &Reservation{Result: res, ops: ops}
 }
 
 // Cancel gives the reservation's slot back (package doc "Cancel"). Call
@@ -223,10 +242,42 @@ func NewReservation(res Result, cancel func(context.Context) error) *Reservation
 // reserved until its time passes: that later slot may have been set by
 // another limit or a pause, and giving back any part of this one could
 // over-admit. A cancel after the slot's time, a second cancel and a cancel
-// of a denied reservation give back nothing.
+// of a denied reservation give back nothing. A reservation that waited
+// for its slot gives its leases back too; one admitted at once releases
+// them with Release.
 func (r *Reservation) Cancel(ctx context.Context) error {
-	if r == nil || r.cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
+	if r == nil || r.ops.Cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
 		return nil
 	}
-	return r.cancel(ctx)
+	r.released.Store(true)
+	return r.ops.Cancel(ctx)
+}
+
+// HoldsLeases reports whether the reservation took leases (its stack has
+// a Concurrency limit and it was admitted): then the caller releases them
+// when the request is done (Release), and renews them (Renew) at least
+// once per lease TTL while it is still in flight.
+func (r *Reservation) HoldsLeases() bool {
+	return r != nil && r.Allowed && r.ops.Release != nil
+}
+
+// Release gives the reservation's leases back (package doc "Leases"), in
+// one step. A second Release, and a Release after Cancel, do nothing.
+func (r *Reservation) Release(ctx context.Context) error {
+	if !r.HoldsLeases() || !r.released.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.ops.Release(ctx)
+}
+
+// Renew extends the reservation's leases that are still held to their
+// TTL from now, in one step: a request still in flight keeps its leases,
+// while those of a process that died expire. A lease that has expired
+// already is not taken again (another request may hold its place). After
+// Release it does nothing.
+func (r *Reservation) Renew(ctx context.Context) error {
+	if !r.HoldsLeases() || r.released.Load() {
+		return nil
+	}
+	return r.ops.Renew(ctx)
 }

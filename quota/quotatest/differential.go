@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,11 +23,12 @@ func templates() []*quota.Limit {
 		window("hourly", 12, quota.Hour, 15*time.Minute, time.UTC),
 		window("daily", 40, quota.Day, 0, la),
 		window("monthly", 60, quota.Month, 9*time.Hour, la),
+		concurrent("streams", 3, 5*time.Second),
 	}
 }
 
 // Differential draws random stacks and a random sequence of reserves,
-// cancels, pauses and clock steps from seed, runs it on a fresh store from
+// cancels, lease releases and renewals, pauses and clock steps from seed, runs it on a fresh store from
 // each factory and on the Model, and fails at the first decision on which
 // any of them disagree, or as soon as what was admitted exceeds a limit
 // (Model.Check). Among the steps are fan-outs (many waiters reserving the
@@ -50,6 +52,7 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		store []*quota.Reservation
 	}
 	var reservations []held
+	var leased []held // admitted with a lease, not released yet
 	tags := []string{"p", "q"}
 	where := func(n int) string { return fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now()) }
 	cancel := func(n int, h held) {
@@ -76,6 +79,31 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		if want.Allowed && want.Wait > 0 {
 			reservations = append(reservations, h)
 		}
+		if want.Allowed && want.leases != nil && slices.ContainsFunc(want.leases, func(l *lease) bool { return l != nil }) {
+			leased = append(leased, h)
+		}
+	}
+	lease := func(n int, renew bool) {
+		if len(leased) == 0 {
+			return
+		}
+		j := rng.IntN(len(leased))
+		h := leased[j]
+		if renew {
+			model.Renew(h.model, clock.Now())
+		} else {
+			model.Release(h.model, clock.Now())
+			leased = slices.Delete(leased, j, j+1)
+		}
+		for i, r := range h.store {
+			op, name := r.Release, "Release"
+			if renew {
+				op, name = r.Renew, "Renew"
+			}
+			if err := op(ctx); err != nil {
+				t.Fatalf("%s: store %d %s: %v", where(n), i, name, err)
+			}
+		}
 	}
 	check := func(n int) {
 		if err := model.Check(); err != nil {
@@ -83,7 +111,12 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 	}
 	for n := 0; n < steps; n++ {
-		switch op := rng.IntN(22); {
+		switch op := rng.IntN(25); {
+		case op == 22 || op == 23:
+			lease(n, false)
+			check(n)
+		case op == 24:
+			lease(n, true)
 		case op < 3:
 			clock.Advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
 		case op == 3:
@@ -125,6 +158,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		if len(reservations) > 200 { // the oldest are mostly due; the rest just go
 			reservations = append(reservations[:0], reservations[100:]...)
 		}
+		if len(leased) > 50 { // the oldest have mostly expired
+			leased = append(leased[:0], leased[25:]...)
+		}
 	}
 	check(steps)
 }
@@ -136,6 +172,10 @@ func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Req
 	capacity := int64(1 << 30)
 	for _, i := range rng.Perm(len(lims))[:1+rng.IntN(3)] {
 		it := quota.Item{Limit: lims[i], Key: lims[i].Name}
+		if lims[i].Kind == quota.Concurrency { // one lease, whatever the cost
+			req.Items = append(req.Items, it)
+			continue
+		}
 		if rng.IntN(3) == 0 { // a cost of its own
 			it.Cost = 1 + rng.Int64N(min(lims[i].Capacity(), 4))
 		} else {

@@ -17,13 +17,17 @@ import (
 // takes the first at which every limit admits. Nor does it keep a GCRA
 // key's tat: it keeps the charges that make it up and folds them (see
 // charges.tat), so that Cancel is the design's rule itself rather than the
-// stores' bookkeeping of it. It keeps no TTLs and is not safe for
+// stores' bookkeeping of it. Leases are intervals of time, [taken,
+// ended), with no ids: a Concurrency limit admits when fewer than its rate
+// of them contain the present. It keeps no TTLs and is not safe for
 // concurrent use. Differential compares stores against it, and Check
 // verifies that what it admitted never exceeds a limit.
 type Model struct {
 	gcra  map[string]*charges
 	count map[string]map[int64]int64
 	pause map[string]int64
+	// leases are every lease taken, per key, released or not.
+	leases map[string][]*lease
 	// admitted is every reservation admitted, for Check.
 	admitted []*ModelReservation
 }
@@ -52,9 +56,29 @@ func (cs charges) tat() int64 {
 	return tat
 }
 
+// lease is one lease of a Concurrency limit: held from taken until ended
+// (its expiry, or when it was released).
+type lease struct{ taken, ended, rate int64 }
+
 // NewModel returns an empty Model.
 func NewModel() *Model {
-	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{}, pause: map[string]int64{}}
+	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{}, pause: map[string]int64{},
+		leases: map[string][]*lease{}}
+}
+
+// held returns the leases of key k that hold at now, and the soonest and
+// the latest end among them.
+func (m *Model) held(k string, now int64) (n, soonest, latest int64) {
+	for _, l := range m.leases[k] {
+		if l.taken <= now && now < l.ended {
+			n++
+			if soonest == 0 || l.ended < soonest {
+				soonest = l.ended
+			}
+			latest = max(latest, l.ended)
+		}
+	}
+	return n, soonest, latest
 }
 
 // ModelReservation is what the Model decided, with what Cancel needs.
@@ -67,6 +91,7 @@ type ModelReservation struct {
 	slot      int64
 	charges   []*charge // per item: the GCRA charge, nil for a window
 	starts    []int64   // per item: the window start charged
+	leases    []*lease  // per item: the lease taken, nil but for Concurrency
 	cancelled bool      // cancelled before its slot: it never went
 	req       quota.Request
 }
@@ -85,9 +110,12 @@ func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
 	it := req.Items[i]
 	cost := req.CostOf(i)
 	k := keyOf(req.Tag, it.Key)
-	if it.Limit.Kind == quota.GCRA {
+	switch it.Limit.Kind {
+	case quota.GCRA:
 		tat := max(m.tat(k), now)
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
+	case quota.Concurrency: // decided apart, at now: see Reserve
+		return true
 	}
 	start, _ := bounds(it.Limit.Calendar, t)
 	return m.count[k][start]+cost <= it.Limit.Rate
@@ -105,6 +133,9 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	horizon := int64(1<<62 - 1)
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
+		if it.Limit.Kind == quota.Concurrency {
+			continue
+		}
 		if it.Limit.Kind == quota.GCRA {
 			tat := max(m.tat(k), n)
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
@@ -141,6 +172,18 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r.Limits = make([]quota.Status, len(req.Items))
 	r.Beyond = slot < 0 || slot >= horizon
 	r.Allowed = !r.Beyond && slot-n <= req.MaxWaitMicros()
+	// A Concurrency limit whose leases are all held at now denies,
+	// whatever the wait, until its soonest lease ends.
+	for i, it := range req.Items {
+		if it.Limit.Kind != quota.Concurrency {
+			continue
+		}
+		if held, soonest, _ := m.held(keyOf(req.Tag, it.Key), n); held >= it.Limit.Rate {
+			r.Allowed, r.Decider = false, i
+			slot = max(slot, soonest)
+			break
+		}
+	}
 	if !r.Allowed {
 		if slot >= 0 {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond
@@ -154,9 +197,15 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r.Wait = time.Duration(slot-n) * time.Microsecond
 	r.charges = make([]*charge, len(req.Items))
 	r.starts = make([]int64, len(req.Items))
+	r.leases = make([]*lease, len(req.Items))
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		cost := req.CostOf(i)
+		if it.Limit.Kind == quota.Concurrency {
+			r.leases[i] = &lease{taken: n, ended: slot + it.Limit.Period.Microseconds(), rate: it.Limit.Rate}
+			m.leases[k] = append(m.leases[k], r.leases[i])
+			continue
+		}
 		if it.Limit.Kind == quota.GCRA {
 			cs := m.gcra[k]
 			if cs == nil {
@@ -189,7 +238,10 @@ func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
 	it := req.Items[i]
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
-	if it.Limit.Kind == quota.GCRA {
+	if it.Limit.Kind == quota.Concurrency {
+		held, _, latest := m.held(k, now)
+		rem, reset = it.Limit.Rate-held, latest-now
+	} else if it.Limit.Kind == quota.GCRA {
 		tat := max(m.tat(k), now)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
@@ -213,15 +265,23 @@ func (m *Model) tat(k string) int64 {
 	return 0
 }
 
-// Cancel gives back what the design says a cancel at now gives back.
+// Cancel gives back what the design says a cancel at now gives back: the
+// leases whenever it comes, the rest only before the slot.
 func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	n := micros(now)
-	if !r.Allowed || r.cancelled || n >= r.slot {
+	if !r.Allowed || r.cancelled {
+		return
+	}
+	m.Release(r, now)
+	if n >= r.slot {
 		return
 	}
 	r.cancelled = true
 	for i, it := range r.req.Items {
 		k := keyOf(r.req.Tag, it.Key)
+		if it.Limit.Kind == quota.Concurrency {
+			continue
+		}
 		if it.Limit.Kind == quota.GCRA {
 			r.charges[i].cancelled = true
 			cs := m.gcra[k]
@@ -236,15 +296,54 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	}
 }
 
+// Release ends r's leases at now, those that have not ended.
+func (m *Model) Release(r *ModelReservation, now time.Time) {
+	for _, l := range r.leases {
+		if l != nil {
+			l.ended = min(l.ended, micros(now))
+		}
+	}
+}
+
+// Renew moves the end of r's leases that hold at now to a TTL from now,
+// never earlier.
+func (m *Model) Renew(r *ModelReservation, now time.Time) {
+	n := micros(now)
+	for i, l := range r.leases {
+		if l != nil && n < l.ended {
+			l.ended = max(l.ended, n+r.req.Items[i].Limit.Period.Microseconds())
+		}
+	}
+}
+
 // Check returns an error when what the model admitted exceeds a limit. It
 // looks at every admitted reservation that went or may still go (all but
 // those cancelled before their slot) and requires, per key, for a GCRA
 // limit that any of them at slots x <= y with costs summing to c in [x, y]
 // have c*T <= y - x + DVT (the GCRA bound: a burst of Burst, then one per
 // T), and for a window that the costs whose slot lies in one window sum to
-// at most its rate. It assumes that a key is always named with the same
-// limit, as Differential does.
+// at most its rate, and for a Concurrency limit that no more than its rate
+// of leases hold at any time. It assumes that a key is always named with
+// the same limit, as Differential does.
 func (m *Model) Check() error {
+	for k, ls := range m.leases {
+		// +1 when a lease is taken, -1 when it ends; at one time, ends
+		// first (a lease ended at t no longer holds at t).
+		type edge struct{ at, d int64 }
+		var edges []edge
+		for _, l := range ls {
+			if l.taken < l.ended {
+				edges = append(edges, edge{l.taken, 1}, edge{l.ended, -1})
+			}
+		}
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.d, b.d)) })
+		var held int64
+		for _, e := range edges {
+			if held += e.d; held > ls[0].rate {
+				return fmt.Errorf("key %q: %d leases held at %v, above the rate %d", k, held, time.UnixMicro(e.at), ls[0].rate)
+			}
+		}
+	}
 	type event struct{ slot, cost int64 }
 	type keyed struct {
 		lim    *quota.Limit
@@ -257,6 +356,9 @@ func (m *Model) Check() error {
 			continue
 		}
 		for i, it := range r.req.Items {
+			if it.Limit.Kind == quota.Concurrency {
+				continue
+			}
 			k := keyOf(r.req.Tag, it.Key)
 			kd := keys[k]
 			if kd == nil {

@@ -39,6 +39,10 @@ func gcra(name string, rate int64, period time.Duration, burst int64) *quota.Lim
 	return &quota.Limit{Name: name, Kind: quota.GCRA, Rate: rate, Period: period, Burst: burst}
 }
 
+func concurrent(name string, rate int64, ttl time.Duration) *quota.Limit {
+	return &quota.Limit{Name: name, Kind: quota.Concurrency, Rate: rate, Period: ttl}
+}
+
 func window(name string, rate int64, unit quota.Unit, reset time.Duration, loc *time.Location) *quota.Limit {
 	return &quota.Limit{Name: name, Kind: quota.Window, Rate: rate,
 		Calendar: quota.Calendar{Unit: unit, Reset: reset, Location: loc}}
@@ -304,6 +308,7 @@ func Run(t *testing.T, newStore NewStore) {
 	})
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore) })
 	t.Run("Cancelled together", func(t *testing.T) {
 		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)
 		testCancelledTogether(t, newStore, 300, time.Minute, 2*time.Second)

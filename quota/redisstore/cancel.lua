@@ -2,7 +2,9 @@
 cancel.lua gives back what an admitted reservation may, per package
 quota's doc, "Cancel". Numbers, clock and TTLs are as in reserve.lua.
 
-If the slot time has come, nothing is given back. Otherwise each window
+A lease (a concurrency limit's) is given back whenever the cancel comes.
+Of the rest, if the slot time has come, nothing is given back. Otherwise
+each window
 gives the cost back to the window it was charged to, while that window has
 not ended, never taking a count below zero; and each GCRA limit compares
 its stored tat (cur) with the tat this reservation set (mark):
@@ -48,7 +50,8 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
                                   set and the stored tat it replaced, as
                                   reserve.lua replied them, or
         "w", cost, the window start charged (µs, as reserve.lua wrote it),
-             that window's end (µs)
+             that window's end (µs), or
+        "c", the lease id                a concurrency limit
       where cost is what the reservation counted for in that limit
 Reply 1 when the slot time had not come, else 0.
 ]]
@@ -62,8 +65,8 @@ else
 end
 local slack = tonumber(ARGV[2])
 local t = tonumber(ARGV[3])
-if now >= t then return 0 end
 local n = tonumber(ARGV[4])
+local due = now >= t
 
 local function ttl(d)
   return math.ceil(d / 1000) + slack
@@ -71,7 +74,12 @@ end
 
 local a, h = 5, n + 1
 for i = 1, n do
-  if ARGV[a] == 'g' then
+  if ARGV[a] == 'c' then
+    redis.call('ZREM', KEYS[i], ARGV[a + 1])
+    a = a + 2
+  elseif due then
+    if ARGV[a] == 'g' then h, a = h + 1, a + 3 else a = a + 4 end
+  elseif ARGV[a] == 'g' then
     local mark = tonumber(ARGV[a + 1])
     local holes = KEYS[h]
     h = h + 1
@@ -110,4 +118,5 @@ for i = 1, n do
     a = a + 4
   end
 end
+if due then return 0 end
 return 1

@@ -32,7 +32,10 @@
 // or grows without bound. Pause keys live in their own "!pause:" namespace, which no
 // item key can enter (SafeKey never starts a key with "!"). A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
-// and a pause key holds paused-until (µs). A "!cancelled:" key is written
+// a concurrency key is a sorted set of leases (lease id, scored by its
+// expiry in µs; see reserve.lua, "Leases"), and a pause key holds
+// paused-until (µs). Releases and renewals of leases run after.lua, one
+// round trip each. A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
 // while a later one still held it, which come back once that one is
 // cancelled too (see cancel.lua). Every key expires when its state is back

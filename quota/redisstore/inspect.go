@@ -20,15 +20,17 @@ import (
 
 // inspectLua reads, in one atomic step on the shard that holds the keys,
 // the server's TIME and the raw state of each key: its type and value (a
-// string, or a hash as a flat field/value array). It never writes. It is a
+// string, a hash as a flat field/value array, or a sorted set of leases
+// as a flat member/score array). It never writes. It is a
 // string here rather than a .lua file so that this tool-only code stays in
 // one file.
 //
 // KEYS  the keys to read
 // ARGV  1 now (µs) or "" for TIME
-// Reply now, then per key: type ("string", "hash", "none" or another
+// Reply now, then per key: type ("string", "hash", "zset", "none" or
 //
-//	type), value (the string, the hash's fields and values, or "").
+//	another type), value (the string, the hash's fields and values, the
+//	sorted set's members and scores, or "").
 const inspectLua = `
 local now
 if ARGV[1] == '' then
@@ -45,6 +47,8 @@ for i = 1, #KEYS do
     v = redis.call('GET', KEYS[i])
   elseif typ == 'hash' then
     v = redis.call('HGETALL', KEYS[i])
+  elseif typ == 'zset' then
+    v = redis.call('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES')
   end
   out[#out + 1] = typ
   out[#out + 1] = v
@@ -79,7 +83,8 @@ type ItemState struct {
 	// or the current window ended).
 	quota.Status
 	// Used is the part of the capacity in use at Now: the count of the
-	// current window, or for a GCRA limit Capacity - Remaining.
+	// current window, for a GCRA limit Capacity - Remaining, for a
+	// Concurrency limit the leases held.
 	Used int64
 	// Ahead is, for a window, the count already charged to later windows
 	// by reservations that wait into them; zero for GCRA.
@@ -286,6 +291,9 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 		st.Used = l.Capacity() - rem
 		return st, nil
 	}
+	if l.Kind == quota.Concurrency {
+		return leaseState(l, st, typ, raw, now)
+	}
 	start, end := l.Calendar.Bounds(time.UnixMicro(now))
 	s0, e0 := start.UnixMicro(), end.UnixMicro()
 	var count, ahead int64
@@ -314,6 +322,34 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 	st.Used, st.Ahead = count, ahead
 	st.Remaining = max(l.Rate-count, 0)
 	st.ResetAfter = time.Duration(e0-now) * time.Microsecond
+	return st, nil
+}
+
+// leaseState is itemState for a Concurrency limit: the leases that have
+// not expired at now are held.
+func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (ItemState, error) {
+	var held, latest int64
+	switch typ {
+	case "none":
+	case "zset":
+		pairs, _ := raw.([]any)
+		for f := 0; f+1 < len(pairs); f += 2 {
+			score, _ := pairs[f+1].(string)
+			x, err := strconv.ParseInt(score, 10, 64)
+			if err != nil {
+				return st, fmt.Errorf("lease %v expires at %q, not a time", pairs[f], score)
+			}
+			if x > now {
+				held++
+				latest = max(latest, x)
+			}
+		}
+	default:
+		return st, fmt.Errorf("type %q, want a zset", typ)
+	}
+	st.Used = held
+	st.Remaining = max(l.Rate-held, 0)
+	st.ResetAfter = time.Duration(max(latest-now, 0)) * time.Microsecond
 	return st, nil
 }
 

@@ -425,3 +425,31 @@ func TestKeyScan(t *testing.T) {
 func TestKeyScanCluster(t *testing.T) {
 	testKeyScan(t, redistest.StartCluster(t).Client(t))
 }
+
+// TestInspectLeases checks that Inspect reports a Concurrency limit's
+// leases: held ones used, expired and released ones not, and the time
+// until the latest expires.
+func TestInspectLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	st := inspectStore(t, srv.Client(t), clock)
+	streams := &quota.Limit{Name: "streams", Kind: quota.Concurrency, Rate: 3, Period: 10 * time.Second}
+	req := quota.Request{Tag: "acme", Items: []quota.Item{{Limit: streams, Key: "streams"}}}
+	mustReserve(t, st, req, 1, 0) // expires at 10s
+	clock.Advance(4 * time.Second)
+	mustReserve(t, st, req, 1, 0) // expires at 14s
+	if err := mustReserve(t, st, req, 1, 0).Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		after time.Duration
+		used  int64
+		reset time.Duration
+	}{{0, 2, 10 * time.Second}, {6 * time.Second, 1, 4 * time.Second}, {4 * time.Second, 0, 0}} {
+		clock.Advance(w.after)
+		got := mustInspect(t, st, req).Items[0]
+		if got.Used != w.used || got.Remaining != 3-w.used || got.ResetAfter != w.reset || !got.Exists {
+			t.Errorf("at %v: %+v, want %d leases held, the latest expiring in %v", clock.Now(), got, w.used, w.reset)
+		}
+	}
+}

@@ -2,9 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed" // the scripts
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,10 +24,13 @@ var (
 	cancelLua string
 	//go:embed pause.lua
 	pauseLua string
+	//go:embed after.lua
+	afterLua string
 
 	reserveScript = redis.NewScript(reserveLua)
 	cancelScript  = redis.NewScript(cancelLua)
 	pauseScript   = redis.NewScript(pauseLua)
+	afterScript   = redis.NewScript(afterLua)
 )
 
 const (
@@ -82,6 +88,11 @@ type Store struct {
 	// windows caches window arguments per calendar; see windowArgs.
 	windows atomic.Pointer[map[quota.Calendar]*windowArgs]
 
+	// leasePrefix and leaseSeq make lease ids unique fleet-wide: a random
+	// per-store prefix and a counter.
+	leasePrefix string
+	leaseSeq    atomic.Uint64
+
 	// observe, when set (by tests), sees every decision: the server's now
 	// and the slot time, in µs.
 	observe func(now, t int64, allowed bool)
@@ -125,6 +136,11 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		clock:   opts.Clock,
 		guard:   !honoursDeadlines(client),
 	}
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("redisstore: lease ids: %w", err)
+	}
+	s.leasePrefix = base64.RawURLEncoding.EncodeToString(id[:]) + "."
 	if s.clock != nil {
 		s.slack = testSlack
 	}
@@ -177,10 +193,17 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		clientNow = time.UnixMicro(time.Now().UnixMicro())
 	}
 	argc, windows := 4, 0
+	lease := ""
 	for i := range req.Items {
-		if req.Items[i].Limit.Kind == quota.GCRA {
+		switch req.Items[i].Limit.Kind {
+		case quota.GCRA:
 			argc += 4
-		} else {
+		case quota.Concurrency:
+			argc += 4
+			if lease == "" {
+				lease = s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
+			}
+		default:
 			argc += 8
 			windows++
 		}
@@ -196,6 +219,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		l := req.Items[i].Limit
 		if l.Kind == quota.GCRA {
 			args = append(args, "g", req.CostOf(i), l.Interval(), l.Tolerance())
+			continue
+		}
+		if l.Kind == quota.Concurrency {
+			args = append(args, "c", l.Rate, l.Period.Microseconds(), lease)
 			continue
 		}
 		w := s.windowArgs(l.Calendar, clientNow)
@@ -219,20 +246,35 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
 	if !d.allowed {
 		res.RetryAfter = wait
-		return quota.NewReservation(res, nil), nil
+		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
 	res.Wait = wait
-	if wait <= 0 || n == 0 { // nothing to give back
-		return quota.NewReservation(res, nil), nil
+	var ops quota.ReservationOps
+	if lease != "" {
+		l := &leases{s: s, id: lease}
+		for i := range req.Items {
+			if lim := req.Items[i].Limit; lim.Kind == quota.Concurrency {
+				l.keys = append(l.keys, keys[i])
+				l.ttls = append(l.ttls, lim.Period.Microseconds())
+			}
+		}
+		ops.Release, ops.Renew = l.release, l.renew
+	}
+	if wait <= 0 || n == 0 { // no slot to give back
+		return quota.NewReservation(res, ops), nil
 	}
 	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, items: make([]cancelItem, n)}
 	w := 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		ci := &c.items[i]
-		ci.mark, ci.cost = d.marks[i], req.CostOf(i)
-		if l.Kind == quota.GCRA {
-			ci.gcra, ci.prev = true, d.prevs[i]
+		ci.kind, ci.mark, ci.cost = l.Kind, d.marks[i], req.CostOf(i)
+		switch l.Kind {
+		case quota.GCRA:
+			ci.prev = d.prevs[i]
+			continue
+		case quota.Concurrency:
+			ci.lease = lease
 			continue
 		}
 		b := &bounds[w].starts
@@ -246,7 +288,8 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		}
 		ci.end = b[k+1]
 	}
-	return quota.NewReservation(res, c.cancel), nil
+	ops.Cancel = c.cancel
+	return quota.NewReservation(res, ops), nil
 }
 
 // Pause holds back every later request that names key (in tag) among its
@@ -286,11 +329,12 @@ type cancellation struct {
 }
 
 type cancelItem struct {
-	gcra bool
-	cost int64 // what the reservation counted for in this limit
-	mark int64 // GCRA: the tat set; window: the window start charged
-	prev int64 // GCRA: the stored tat the reservation replaced
-	end  int64 // window: the end of the window charged
+	kind  quota.Kind
+	lease string // concurrency: the lease id
+	cost  int64  // what the reservation counted for in this limit
+	mark  int64  // GCRA: the tat set; window: the window start charged
+	prev  int64  // GCRA: the stored tat the reservation replaced
+	end   int64  // window: the end of the window charged
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -308,10 +352,13 @@ func (c *cancellation) cancel(ctx context.Context) error {
 	args = append(args, nowArg, c.s.slack, c.t, n)
 	for i := range c.items {
 		it := &c.items[i]
-		if it.gcra {
+		switch it.kind {
+		case quota.GCRA:
 			keys = append(keys, c.s.cancelledKey(c.keys[i]))
 			args = append(args, "g", it.mark, it.prev)
-		} else {
+		case quota.Concurrency:
+			args = append(args, "c", it.lease)
+		default:
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
@@ -321,6 +368,49 @@ func (c *cancellation) cancel(ctx context.Context) error {
 	}
 	if _, ok := v.(int64); !ok {
 		return c.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
+	}
+	return nil
+}
+
+// leases are what Release and Renew of a reservation that took a lease
+// need: the lease id and, per Concurrency limit of its stack, the key and
+// the lease TTL (µs).
+type leases struct {
+	s    *Store
+	id   string
+	keys []string
+	ttls []int64
+}
+
+// release gives the leases back: after.lua, one round trip. Like cancel,
+// it runs even when ctx has ended (a response is often done because its
+// context ended), bounded by the store's timeout.
+func (l *leases) release(ctx context.Context) error { return l.after(ctx, "release") }
+
+// renew extends the leases still held: after.lua, one round trip.
+func (l *leases) renew(ctx context.Context) error { return l.after(ctx, "renew") }
+
+func (l *leases) after(ctx context.Context, op string) error {
+	ctx = context.WithoutCancel(ctx)
+	var nowArg any = ""
+	if l.s.clock != nil {
+		nowArg = l.s.clock.Now().UnixMicro()
+	}
+	args := make([]any, 0, 3+3*len(l.keys))
+	args = append(args, nowArg, l.s.slack, len(l.keys))
+	for i := range l.keys {
+		if op == "renew" {
+			args = append(args, op, l.id, l.ttls[i])
+		} else {
+			args = append(args, op, l.id)
+		}
+	}
+	v, err := l.s.run(ctx, afterScript, l.keys, args)
+	if err != nil {
+		return l.s.fail(ctx, op, err)
+	}
+	if _, ok := v.(int64); !ok {
+		return l.s.fail(ctx, op, fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }

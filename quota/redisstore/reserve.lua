@@ -36,6 +36,18 @@ and looks at most three windows ahead, j .. j+2 (capped at B4): a request
 that no window before that horizon admits is denied. A window key is a
 hash: field = window start (µs), value = count.
 
+Leases. A Concurrency limit's key is a sorted set of leases: member = the
+lease id (unique fleet-wide: the Go side makes it from a random per-process
+prefix and a counter), score = its expiry (µs). A lease expires a TTL after
+the slot or its last renewal (after.lua), so the leases of a process that
+died come back. Live leases are those whose expiry is after now; the
+decision counts them (ZCOUNT) and takes no part in the fixpoint: a limit
+with a free lease admits at any time, and a full one denies the request
+whatever its max wait (no store knows when a holder finishes), with the
+soonest expiry as the time to retry and itself as the decider. Admitting
+drops the expired leases, adds this one and expires the key with its
+latest lease.
+
 The fixpoint ends within a few rounds (a GCRA limit moves t at most once, a
 window at most once per window of its horizon); it is capped at 16 rounds,
 and running out of rounds denies, never over-admits.
@@ -44,13 +56,16 @@ KEYS  1..n   item keys, in stack order; n+1..  pause keys
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 max wait (µs); 4 n;
       then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
-        "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window
+        "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
+        "c", rate, TTL (µs), lease id                 a concurrency limit
       where cost is what the request counts for in that limit
 Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
       -1 none, -2 a pause), then per item: remaining, reset after (µs),
       mark (GCRA: the tat set; window: the window start charged; 0 when
-      denied), prev (GCRA, when admitted: the stored tat this decision
-      replaced, as read, 0 when the key did not exist; else 0). mark and
+      denied; concurrency: 0), prev (GCRA, when admitted: the stored tat
+      this decision replaced, as read, 0 when the key did not exist; else
+      0). For a concurrency limit, remaining is the leases left and reset
+      after the time until its latest lease expires. mark and
       prev are what cancel.lua needs. An error reply when the server's now
       is outside B0..B4.
 ]]
@@ -76,6 +91,9 @@ end
 -- (counts by window index), fields (the hash as read).
 local kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}
 local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
+-- Per concurrency item: the lease TTL (in T), the lease id, the live
+-- leases and, when they fill the limit, the soonest expiry.
+local lid, live, soonest = {}, {}, {}
 
 local a = 5
 for i = 1, n do
@@ -86,6 +104,18 @@ for i = 1, n do
     dvt[i] = tonumber(ARGV[a + 3])
     stored[i] = tonumber(redis.call('GET', KEYS[i])) or 0
     tat[i] = math.max(stored[i], now)
+    a = a + 4
+  elseif kind[i] == 'c' then
+    rate[i] = tonumber(ARGV[a + 1])
+    T[i] = tonumber(ARGV[a + 2])
+    lid[i] = ARGV[a + 3]
+    cost[i] = 1
+    live[i] = redis.call('ZCOUNT', KEYS[i], '(' .. string.format('%d', now), '+inf')
+    if live[i] >= rate[i] then
+      local first = redis.call('ZRANGE', KEYS[i], '(' .. string.format('%d', now), '+inf',
+        'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      soonest[i] = tonumber(first[2])
+    end
     a = a + 4
   else
     rate[i] = tonumber(ARGV[a + 2])
@@ -140,6 +170,8 @@ for _ = 1, 16 do
     local e
     if kind[i] == 'g' then
       e = tat[i] + cost[i] * T[i] - dvt[i]
+    elseif kind[i] == 'c' then
+      e = t
     else
       local k = slot(i, t)
       if k == nil then
@@ -158,7 +190,15 @@ for _ = 1, 16 do
   if not moved then ok = true break end
 end
 
-local allowed = ok and t - now <= maxwait
+local full = nil
+for i = 1, n do
+  if kind[i] == 'c' and live[i] + 1 > rate[i] then full = i break end
+end
+local allowed = full == nil and ok and t - now <= maxwait
+if full ~= nil then
+  decider = full - 1
+  if soonest[full] > t then t = soonest[full] end
+end
 local reply = {0, now, t, decider}
 if allowed then reply[1] = 1 end
 
@@ -174,6 +214,19 @@ for i = 1, n do
     else
       rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
       reset = tat[i] - now
+    end
+  elseif kind[i] == 'c' then
+    local held = live[i]
+    if allowed then
+      held = held + 1
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+      redis.call('ZADD', KEYS[i], t + T[i], lid[i])
+    end
+    rem = rate[i] - held
+    if held > 0 then
+      local last = redis.call('ZRANGE', KEYS[i], 0, 0, 'REV', 'WITHSCORES')
+      reset = tonumber(last[2]) - now
+      if allowed then redis.call('PEXPIRE', KEYS[i], ttl(reset)) end
     end
   else
     local b, k = bs[i], wj[i]
