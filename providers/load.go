@@ -851,6 +851,8 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 		switch {
 		case sf.kind == quota.Window:
 			bad(bn, path+".burst", "a calendar window has no burst: its whole quota is available at once")
+		case sf.kind == quota.Concurrency:
+			bad(bn, path+".burst", "a concurrency limit has no burst: its leases are all available at once")
 		case sf.burst != 0:
 			bad(bn, path+".burst", "burst is already given in the short form")
 		default:
@@ -884,12 +886,16 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			good = false
 		}
 	}
-	if sf.kind == quota.GCRA && (resetNode != nil || tzNode != nil) {
+	if sf.kind != quota.Window && (resetNode != nil || tzNode != nil) {
 		node := resetNode
 		if node == nil {
 			node = tzNode
 		}
-		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is GCRA")
+		what := "GCRA"
+		if sf.kind == quota.Concurrency {
+			what = "a concurrency limit"
+		}
+		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is %s", what)
 	}
 	if sf.kind == quota.Window {
 		q.Calendar.Unit = sf.unit
@@ -1144,7 +1150,7 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 				if v, ok := r.Costs[q.Name]; ok {
 					cost, where = v, " (its costs entry)"
 				}
-				if c := q.Capacity(); cost > c {
+				if c := q.Capacity(); cost > c && q.Kind != quota.Concurrency { // a request holds one lease
 					what := "burst"
 					if q.Kind == quota.Window {
 						what = "quota"

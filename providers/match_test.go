@@ -119,6 +119,13 @@ func TestParseShort(t *testing.T) {
 		{"99999999999999999999/s", 0, 0, 0, 0, false},
 		{"100/9999999999h", 0, 0, 0, 0, false},
 		{"100/s extra", 0, 0, 0, 0, false},
+		{"100 concurrent", quota.Concurrency, 100, DefaultLease, 0, true},
+		{"25 concurrent lease 2m", quota.Concurrency, 25, 2 * time.Minute, 0, true},
+		{"25 concurrent lease", 0, 0, 0, 0, false},
+		{"25 concurrent lease 10ms", 0, 0, 0, 0, false},
+		{"25 concurrent lease 48h", 0, 0, 0, 0, false},
+		{"25 concurrent burst 5", 0, 0, 0, 0, false},
+		{"x concurrent", 0, 0, 0, 0, false},
 	}
 	for _, tt := range tests {
 		f, msg := parseShort(tt.in)

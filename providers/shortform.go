@@ -15,7 +15,36 @@ const maxCount = 1_000_000_000_000
 
 const shortFormHelp = `want "N/unit" with unit ms, s, min, h (a GCRA limit, also "N/10s"), ` +
 	`optionally "burst N", or "N/day", "N/month" or "N/hour resets HH:MM [Time/Zone]" (a calendar window), ` +
-	`e.g. "100/s", "5000/h", "2/s burst 40", "250000/day resets 00:00 America/Los_Angeles"`
+	`or "N concurrent [lease DURATION]" (requests in flight), ` +
+	`e.g. "100/s", "5000/h", "2/s burst 40", "250000/day resets 00:00 America/Los_Angeles", "100 concurrent"`
+
+// DefaultLease is the lease TTL of a concurrency limit ("N concurrent")
+// that names none: how long the leases of a process that died stay held.
+// A live process renews its leases at half of it, so a longer TTL costs
+// fewer renewals of long responses and a slower recovery after a crash.
+const DefaultLease = time.Minute
+
+// parseConcurrent parses "N concurrent [lease DURATION]", toks split.
+func parseConcurrent(toks []string) (shortForm, string) {
+	f := shortForm{kind: quota.Concurrency, period: DefaultLease}
+	n, ok := parseCount(toks[0])
+	if !ok {
+		return f, fmt.Sprintf("%s is not a count from 0 to %d: %s", quote(toks[0]), int64(maxCount), shortFormHelp)
+	}
+	f.rate = n
+	switch rest := toks[2:]; {
+	case len(rest) == 0:
+	case len(rest) == 2 && rest[0] == "lease":
+		d, err := time.ParseDuration(rest[1])
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			return f, fmt.Sprintf("lease %s is not a duration from 1s to 24h, e.g. 30s or 2m", quote(rest[1]))
+		}
+		f.period = d
+	default:
+		return f, fmt.Sprintf("unexpected %s after \"concurrent\": want nothing or \"lease DURATION\", e.g. \"100 concurrent lease 2m\"", quote(strings.Join(rest, " ")))
+	}
+	return f, ""
+}
 
 // shortForm is a parsed "limit:" value.
 type shortForm struct {
@@ -61,6 +90,9 @@ func parseShort(s string) (shortForm, string) {
 	toks := strings.Fields(s)
 	if len(toks) == 0 {
 		return f, "empty limit: " + shortFormHelp
+	}
+	if len(toks) > 1 && toks[1] == "concurrent" {
+		return parseConcurrent(toks)
 	}
 	num, unit, ok := strings.Cut(toks[0], "/")
 	if !ok {

@@ -258,6 +258,9 @@ func scopePart(s providers.Scope, v string) string {
 // spec formats a limit in the configuration's short form, with headroom
 // applied (the numbers the store enforces).
 func spec(l *quota.Limit) string {
+	if l.Kind == quota.Concurrency {
+		return fmt.Sprintf("%d concurrent lease %v", l.Rate, l.Period)
+	}
 	if l.Kind == quota.GCRA {
 		s := fmt.Sprintf("%d/%s", l.Rate, periodString(l.Period))
 		if l.Capacity() != l.Rate {
