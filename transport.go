@@ -199,6 +199,12 @@ func New(opts ...Option) (*Transport, error) {
 // could not decide this request (its keys hold something else). A
 // throttled response (429 and the vendor's equivalents) is returned as a
 // response.
+//
+// A request whose stack has a concurrency limit holds a lease from its
+// decision until its response body has been read to EOF or closed (or
+// until the round trip fails): close every response body. The transport
+// renews the leases while the request is in flight; those of a body that
+// is never read nor closed expire a lease TTL after the last read.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	res, ok, err := t.registry.Resolve(req, input(ctx))
@@ -243,7 +249,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			Limit:      decider,
 			Scope:      deciderScope(p, &q, rsv.Decider),
 			RetryAfter: rsv.RetryAfter,
-			Deadline:   q.MaxWait < limit && rsv.RetryAfter <= limit,
+			// A full concurrency limit refuses whatever the wait.
+			Deadline: q.MaxWait < limit && rsv.RetryAfter <= limit && !leaseDecided(&q, rsv.Decider),
 		}
 	}
 	t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
@@ -255,6 +262,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
+	}
+	if rsv.HoldsLeases() {
+		return t.sendLeased(req, &res, t.holdLeases(ctx, p.Name, rsv, leaseTTL(&q)))
 	}
 	return t.send(req, &res)
 }
@@ -339,6 +349,11 @@ func input(ctx context.Context) providers.Input {
 		}
 	}
 	return in
+}
+
+// leaseDecided reports whether the decider is a concurrency limit.
+func leaseDecided(q *quota.Request, d int) bool {
+	return d >= 0 && d < len(q.Items) && q.Items[d].Limit.Kind == quota.Concurrency
 }
 
 func deciderName(q *quota.Request, d int) string {

@@ -80,6 +80,11 @@ type Options struct {
 	// RecordBodies records the first MaxBody bytes of every request body
 	// in its Arrival.
 	RecordBodies bool
+	// MaxInFlight, when positive, is a concurrency cap: a request that
+	// arrives while MaxInFlight others are being served (from their
+	// arrival until their response is written) is throttled. The vendor
+	// counts requests in flight either way; see PeakInFlight.
+	MaxInFlight int
 }
 
 // An Arrival is one request as the vendor saw it.
@@ -112,6 +117,15 @@ type Vendor struct {
 	served    int
 	throttled int
 	forced    int
+	inFlight  int
+	peak      int // the most requests in flight at once
+}
+
+// PeakInFlight returns the most requests the vendor was serving at once.
+func (v *Vendor) PeakInFlight() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.peak
 }
 
 // Start starts a fake vendor on a loopback port. Close it when done.
@@ -213,8 +227,17 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 
 	v.mu.Lock()
 	now := v.now()
+	v.inFlight++
+	v.peak = max(v.peak, v.inFlight)
+	defer func() {
+		v.mu.Lock()
+		v.inFlight--
+		v.mu.Unlock()
+	}()
 	var d decision
-	if v.forced > 0 {
+	if v.opts.MaxInFlight > 0 && v.inFlight > v.opts.MaxInFlight {
+		d = decision{retryAfter: DefaultForcedRetryAfter}
+	} else if v.forced > 0 {
 		v.forced--
 		l := v.opts.Enforcer.limit()
 		d = decision{retryAfter: DefaultForcedRetryAfter, limit: l, used: l}

@@ -1,0 +1,141 @@
+package throttle
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
+)
+
+// leaseHold keeps the leases of one admitted request (its stack's
+// Concurrency limits) while the request is in flight, and releases them
+// when it is done: the response body read to EOF or closed, or the round
+// trip failed.
+//
+// Renewal is a goroutine per request that holds leases, woken every half
+// lease TTL. A renewal done lazily on Read (no goroutine) was the
+// alternative; it cannot cover the wait for the response headers (a
+// model API may think for minutes before its first byte) nor a Read that
+// blocks past the TTL (a stream's gap), and a lease that expires while
+// its request is in flight lets one more request in than the cap. The
+// goroutines are bounded by the leases: at most the cap of the limit,
+// fleet-wide. A body the caller neither reads nor closes (its bug) must
+// not hold its leases forever: a tick that finds no Read since the last
+// one and none in progress skips the renewal, and after two such ticks
+// (a whole TTL without renewal: the leases have expired) the goroutine
+// ends.
+type leaseHold struct {
+	t        *Transport
+	rsv      *quota.Reservation
+	provider string
+	ctx      context.Context // the request's values, without its cancellation
+	every    time.Duration
+
+	active atomic.Int32  // > 0 while the round trip or a Read is in progress
+	reads  atomic.Uint64 // Reads started
+
+	once sync.Once
+	stop chan struct{}
+	done chan struct{}
+}
+
+// holdLeases starts keeping rsv's leases; ttl is the shortest lease TTL
+// of its stack. The round trip counts as activity until sent is called.
+func (t *Transport) holdLeases(ctx context.Context, provider string, rsv *quota.Reservation, ttl time.Duration) *leaseHold {
+	h := &leaseHold{t: t, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
+		every: max(ttl/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
+	h.active.Store(1)
+	go h.renew()
+	return h
+}
+
+// renew renews the leases every half TTL while the request shows
+// activity; see leaseHold.
+func (h *leaseHold) renew() {
+	defer close(h.done)
+	seen, idle := h.reads.Load(), 0
+	for {
+		timer := h.t.clock.NewTimer(h.every)
+		select {
+		case <-h.stop:
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+		r := h.reads.Load()
+		if h.active.Load() == 0 && r == seen {
+			if idle++; idle >= 2 {
+				return
+			}
+			continue
+		}
+		seen, idle = r, 0
+		if err := h.rsv.Renew(h.ctx); err != nil {
+			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+		}
+	}
+}
+
+// release gives the leases back, once, and stops the renewals.
+func (h *leaseHold) release() {
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+		if err := h.rsv.Release(h.ctx); err != nil {
+			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+		}
+	})
+}
+
+// sendLeased sends req while h holds its leases, and hands them to the
+// response body.
+func (t *Transport) sendLeased(req *http.Request, res *providers.Resolution, h *leaseHold) (*http.Response, error) {
+	resp, err := t.send(req, res)
+	h.active.Add(-1)
+	if err != nil || resp == nil || resp.Body == nil {
+		h.release()
+		return resp, err
+	}
+	resp.Body = &leasedBody{ReadCloser: resp.Body, h: h}
+	return resp, nil
+}
+
+// leasedBody releases its request's leases at EOF, at the first read
+// error, or on Close, whichever comes first.
+type leasedBody struct {
+	io.ReadCloser
+	h *leaseHold
+}
+
+func (b *leasedBody) Read(p []byte) (int, error) {
+	b.h.reads.Add(1)
+	b.h.active.Add(1)
+	n, err := b.ReadCloser.Read(p)
+	b.h.active.Add(-1)
+	if err != nil {
+		b.h.release()
+	}
+	return n, err
+}
+
+func (b *leasedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.h.release()
+	return err
+}
+
+// leaseTTL is the shortest lease TTL of q's Concurrency limits.
+func leaseTTL(q *quota.Request) time.Duration {
+	var ttl time.Duration
+	for _, it := range q.Items {
+		if it.Limit.Kind == quota.Concurrency && (ttl == 0 || it.Limit.Period < ttl) {
+			ttl = it.Limit.Period
+		}
+	}
+	return ttl
+}

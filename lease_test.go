@@ -1,0 +1,245 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/internal/fakevendor"
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// leaseYAML caps the vendor at 2 requests in flight.
+const leaseYAML = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    max_wait: 10s
+    limits: [{name: streams, limit: 2 concurrent lease 10s}]
+`
+
+// slowHandler answers after a pause, so that requests overlap.
+var slowHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	time.Sleep(3 * time.Millisecond)
+	_, _ = io.WriteString(w, `{"ok":true}`)
+})
+
+// leaseDrive sends n requests per client from workers goroutines each; a
+// request refused by the concurrency limit is sent again. It returns how
+// many were refused.
+func leaseDrive(t *testing.T, clients []*http.Client, url string, workers, n int) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for _, c := range clients {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for sent := 0; sent < n; {
+					resp, err := e2eDo(context.Background(), c, "GET", url, "")
+					var le *throttle.LimitError
+					if errors.As(err, &le) {
+						if le.Limit != "streams" || le.RetryAfter <= 0 || errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("refused with %v, want the concurrency limit streams with a retry after", err)
+							return
+						}
+						mu.Lock()
+						refused++
+						mu.Unlock()
+						time.Sleep(time.Millisecond) // the test's driver retries; the transport never polls
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					sent++
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return refused
+}
+
+// TestLeasesCapInFlight: the vendor never serves more requests at once
+// than the concurrency limit, with one transport on the memory store and
+// with four transports (each its own Redis client and store, as four
+// processes) sharing a real Redis. A request that finds every lease held
+// is refused at once with a LimitError naming the limit.
+func TestLeasesCapInFlight(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name       string
+		transports int
+	}{{"memory", 1}, {"redis fleet", 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := e2eVendor(t, fakevendor.Options{MaxInFlight: 2, Handler: slowHandler})
+			var clients []*http.Client
+			for i := 0; i < tc.transports; i++ {
+				if tc.transports == 1 {
+					_, c := e2eTransport(t, leaseYAML, v.Host())
+					clients = append(clients, c)
+					continue
+				}
+				clients = append(clients, fleetMember(t, leaseYAML, v.Host(), srv.Client(t)))
+			}
+			refused := leaseDrive(t, clients, v.URL+"/v1/chat", 8/tc.transports, 10)
+			served, throttled := v.Counts()
+			t.Logf("served %d, refused by the lease limit %d, at most %d in flight", served, refused, v.PeakInFlight())
+			if throttled != 0 || v.PeakInFlight() > 2 {
+				t.Errorf("the vendor saw %d requests in flight at once and throttled %d; the cap is 2", v.PeakInFlight(), throttled)
+			}
+			if refused == 0 {
+				t.Errorf("no request found the leases held: the test did not test the cap")
+			}
+		})
+	}
+}
+
+// TestLeaseReleased: a lease comes back when the body is read to EOF
+// (without Close), when it is closed unread, when the vendor's answer is
+// an error, and when the round trip fails.
+func TestLeaseReleased(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits: [{name: one, limit: 1 concurrent}]
+`
+	v := e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/error" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})})
+	tr, _ := e2eTransport(t, yaml, v.Host())
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", v.URL+path, nil)
+		return tr.RoundTrip(req)
+	}
+	mustGet := func(what, path string) *http.Response {
+		t.Helper()
+		resp, err := get(path)
+		if err != nil {
+			t.Fatalf("%s: %v: the lease was not given back", what, err)
+		}
+		return resp
+	}
+	resp := mustGet("first", "/x")
+	if _, err := get("/x"); !errors.Is(err, throttle.ErrLimited) {
+		t.Fatalf("a second request while the first body is open: %v, want refused", err)
+	}
+	_, _ = io.ReadAll(resp.Body) // to EOF, not closed
+	resp = mustGet("after EOF", "/error")
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500", resp.StatusCode)
+	}
+	resp.Body.Close() // unread
+	resp = mustGet("after an error response closed unread", "/x")
+	resp.Body.Close()
+
+	failing, _ := e2eTransport(t, yaml, v.Host(), throttle.WithBase(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("connection refused")
+	})))
+	req, _ := http.NewRequest("GET", v.URL+"/x", nil)
+	for i := 0; i < 2; i++ {
+		if _, err := failing.RoundTrip(req); err == nil || errors.Is(err, throttle.ErrLimited) {
+			t.Fatalf("round trip %d: %v, want the base's error: the failed request kept its lease", i, err)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLeaseRenewed: on a stepped clock, a request in flight longer than
+// its lease TTL keeps its lease (the transport renews it every half TTL),
+// while a response body nobody reads or closes loses it a TTL after its
+// last renewal.
+func TestLeaseRenewed(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits: [{name: one, limit: 1 concurrent lease 2s}]
+`
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	store := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	arrived, finish := make(chan struct{}, 1), make(chan struct{})
+	var finished sync.Once
+	release := func() { finished.Do(func() { close(finish) }) }
+	v := e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			<-finish
+		}
+	})})
+	t.Cleanup(release) // before the vendor's Close, which waits for the handler
+	tr, _ := e2eTransport(t, yaml, v.Host(), throttle.WithStore(store), throttle.WithClock(clock))
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", v.URL+path, nil)
+		return tr.RoundTrip(req)
+	}
+	waitTimers := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); clock.Timers() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the renewal timer was never set")
+			}
+		}
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		resp, err := get("/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	for i := 0; i < 3; i++ { // 3s in flight, past the 2s TTL
+		waitTimers(1)
+		clock.Advance(time.Second)
+	}
+	waitTimers(1)
+	if _, err := get("/x"); !errors.Is(err, throttle.ErrLimited) {
+		t.Fatalf("3s into a request with a 2s lease: another request got %v, want refused: the lease was not renewed", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Never read nor closed: two ticks without a read, and the lease
+	// expires a TTL after the last renewal.
+	resp, err := get("/x")
+	if err != nil {
+		t.Fatalf("after the slow one: %v", err)
+	}
+	defer resp.Body.Close()
+	for i := 0; i < 2; i++ {
+		waitTimers(1)
+		clock.Advance(time.Second)
+	}
+	if _, err := get("/x"); err != nil {
+		t.Fatalf("2s after an abandoned body's lease was taken: %v, want its lease expired", err)
+	}
+}
