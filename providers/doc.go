@@ -81,6 +81,12 @@
 // each hour. The time zone is an IANA name; programs in minimal container
 // images should import time/tzdata.
 //
+// "N concurrent" (optionally "lease D", from 1s to 24h, default
+// DefaultLease) is a concurrency limit: at most N requests in flight, each
+// holding a lease from its admission until its response is done; the
+// leases of a process that died expire D after their last renewal. It has
+// no burst nor reset, and a route's cost does not count against it.
+//
 // headroom scales every rate, burst and quota at load time:
 // floor(n*headroom), never below 1. Load then checks each limit with
 // quota.Limit.Validate and that every route's cost fits in every limit of
