@@ -101,4 +101,28 @@
 // A request holds one lease per Concurrency limit whatever its cost, and
 // all of them under one lease id. A waiter holds its leases while it
 // waits, and Cancel gives them back whenever it comes.
+//
+// # Settle
+//
+// A request whose cost is only known after its response (a model API's
+// tokens, a GraphQL query's actual cost) reserves an estimate and settles
+// the actual cost afterwards (Reservation.Settle), in one step. With delta
+// = actual - estimate, per limit:
+//
+//   - GCRA, an excess (delta > 0): the tat moves to max(tat, now) +
+//     delta*T, even past the tolerance: a debt that delays the requests
+//     after it, so that only the one request already sent exceeds the
+//     limit.
+//   - GCRA, a refund: only while the stored tat is still the mark this
+//     reservation set, that is while no later reservation was placed on
+//     it (the rule of Cancel's "Equal" case, and for the same reason: a
+//     later reservation's slot may have been set by another limit or a
+//     pause above this tat, and lowering the tat under it could let the
+//     next requests exceed the limit). The tat becomes mark + delta*T, as
+//     if the reservation had cost actual. Otherwise the refund is dropped:
+//     never over-admitting, at the price of charging the estimate to a
+//     busy key.
+//   - Window: the count of the window charged moves by delta while that
+//     window is open, never below zero; an excess may take it past the
+//     rate, a debt that refuses requests until the window ends.
 package quota

@@ -209,7 +209,7 @@ func fullLease(items []item) (int, int64) {
 }
 
 // charge books each item's cost at t and returns in marks (when not nil)
-// per limit what Cancel needs. A Concurrency item takes lease id, which
+// per limit what Cancel and Settle need. A Concurrency item takes lease id, which
 // expires a TTL after the slot.
 func charge(items []item, now, t int64, marks []mark, id uint64) {
 	for i := range items {
@@ -289,6 +289,48 @@ func refund(items []item, now, t int64, marks []mark, id uint64) {
 			w := &it.c.wins[k]
 			if w.start == marks[i].set && now < w.end {
 				w.count = max(w.count-it.cost, 0)
+			}
+		}
+	}
+}
+
+// settle books, per item, the actual cost of a reservation charged its
+// estimate it.cost as marks says (package doc "Settle"); an actual below
+// zero leaves the item as it is. now is the store's time.
+func settle(items []item, now int64, marks []mark, actual []int64) {
+	for i := range items {
+		it := &items[i]
+		if actual[i] < 0 || actual[i] == it.cost || it.lim.Kind == Concurrency {
+			continue
+		}
+		delta := actual[i] - it.cost
+		if it.lim.Kind == GCRA {
+			T := it.lim.Interval()
+			delta = min(delta, MaxExact/T) // keeps stored times exact
+			switch {
+			case delta > 0: // debt: the next requests wait for it
+				it.c.tat = max(it.c.tat, now) + delta*T
+			case it.c.tat == marks[i].set: // the latest reservation: as if it cost actual
+				it.c.tat = marks[i].set + delta*T
+				if it.c.tat <= now {
+					it.c.tat, it.c.holes = 0, nil
+				}
+			}
+			continue
+		}
+		found := false
+		for k := range it.c.wins {
+			if w := &it.c.wins[k]; w.start == marks[i].set {
+				found = true
+				if now < w.end {
+					w.count = max(w.count+delta, 0)
+				}
+			}
+		}
+		if !found && delta > 0 { // its count went back to zero and was dropped
+			start, end := it.lim.Calendar.Bounds(time.UnixMicro(marks[i].set))
+			if s, e := start.UnixMicro(), end.UnixMicro(); s == marks[i].set && now < e {
+				it.c.wins = append(it.c.wins, win{s, e, delta})
 			}
 		}
 	}

@@ -178,14 +178,14 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	var ops ReservationOps
 	if res.Allowed {
 		res.Wait = Micros(t - now)
-		var marks []mark
+		marks := make([]mark, len(items))
 		var id uint64
 		if hasLease(req) {
 			id = m.leaseSeq.Add(1)
 			ops.Release, ops.Renew = m.releaser(tag, req, id, false), m.releaser(tag, req, id, true)
 		}
+		ops.Settle = m.settler(tag, req, marks)
 		if t > now {
-			marks = make([]mark, len(items))
 			ops.Cancel = m.canceller(tag, req, t, marks, id)
 		}
 		charge(items, now, t, marks, id)
@@ -237,6 +237,23 @@ func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark,
 		defer s.mu.Unlock()
 		now := m.now()
 		refund(s.items(tag, stack, costs, now), now, t, marks, id)
+		return nil
+	}
+}
+
+// settler returns the Settle of a reservation charged as marks says.
+func (m *MemoryStore) settler(tag string, req *Request, marks []mark) func(context.Context, []int64) error {
+	stack := append([]Item(nil), req.Items...)
+	costs := make([]int64, len(stack))
+	for i := range stack {
+		costs[i] = req.CostOf(i)
+	}
+	return func(_ context.Context, actual []int64) error {
+		s := m.shard(tag)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := m.now()
+		settle(s.items(tag, stack, costs, now), now, marks, actual)
 		return nil
 	}
 }

@@ -210,6 +210,7 @@ type Reservation struct {
 	ops       ReservationOps
 	cancelled atomic.Bool
 	released  atomic.Bool
+	settled   atomic.Bool
 }
 
 // ReservationOps are what a Store does for one admitted reservation after
@@ -223,6 +224,9 @@ type ReservationOps struct {
 	// Renew extends every lease still held to its TTL from now (never
 	// shortening it).
 	Renew func(context.Context) error
+	// Settle books the actual costs, one per item (below zero: as
+	// charged); see Reservation.Settle.
+	Settle func(ctx context.Context, actual []int64) error
 }
 
 // NewReservation is for Store implementations: it wraps a decision and
@@ -280,4 +284,30 @@ func (r *Reservation) Renew(ctx context.Context) error {
 		return nil
 	}
 	return r.ops.Renew(ctx)
+}
+
+// Settle books what the request actually cost, once it is known (a model
+// API's tokens used, a GraphQL query's actual cost), in one step (package
+// doc "Settle"). actual has one entry per item of the request: the actual
+// cost in that limit, or -1 to keep what was charged; Concurrency items are
+// ignored. An excess is charged even past the limit, as a debt that delays
+// the requests after it; a refund comes back where it cannot let later
+// requests exceed the limit, and is dropped otherwise. A second Settle, and
+// a Settle of a denied or cancelled reservation, do nothing.
+func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
+	if r == nil || r.ops.Settle == nil || !r.Allowed || r.cancelled.Load() {
+		return nil
+	}
+	if len(actual) != len(r.Limits) {
+		return fmt.Errorf("%w settle: %d costs for %d limits", ErrInvalid, len(actual), len(r.Limits))
+	}
+	for _, c := range actual {
+		if c > MaxExact {
+			return fmt.Errorf("%w settle: cost %d is above 2^51", ErrInvalid, c)
+		}
+	}
+	if !r.settled.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.ops.Settle(ctx, actual)
 }

@@ -52,7 +52,8 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		store []*quota.Reservation
 	}
 	var reservations []held
-	var leased []held // admitted with a lease, not released yet
+	var leased []held   // admitted with a lease, not released yet
+	var admitted []held // admitted, not settled yet
 	tags := []string{"p", "q"}
 	where := func(n int) string { return fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now()) }
 	cancel := func(n int, h held) {
@@ -78,6 +79,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 		if want.Allowed && want.Wait > 0 {
 			reservations = append(reservations, h)
+		}
+		if want.Allowed {
+			admitted = append(admitted, h)
 		}
 		if want.Allowed && want.leases != nil && slices.ContainsFunc(want.leases, func(l *lease) bool { return l != nil }) {
 			leased = append(leased, h)
@@ -111,7 +115,30 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 	}
 	for n := 0; n < steps; n++ {
-		switch op := rng.IntN(25); {
+		switch op := rng.IntN(28); {
+		case op >= 25 && len(admitted) > 0: // settle with random actual costs
+			j := rng.IntN(len(admitted))
+			h := admitted[j]
+			admitted = slices.Delete(admitted, j, j+1)
+			actual := make([]int64, len(h.model.req.Items))
+			for i := range actual {
+				est := h.model.req.CostOf(i)
+				switch rng.IntN(4) {
+				case 0:
+					actual[i] = -1
+				case 1:
+					actual[i] = est + 1 + rng.Int64N(3) // an excess
+				default:
+					actual[i] = rng.Int64N(est + 1) // a refund, or none
+				}
+			}
+			model.Settle(h.model, actual, clock.Now())
+			for i, r := range h.store {
+				if err := r.Settle(ctx, actual); err != nil {
+					t.Fatalf("%s: store %d Settle: %v", where(n), i, err)
+				}
+			}
+			check(n)
 		case op == 22 || op == 23:
 			lease(n, false)
 			check(n)
@@ -160,6 +187,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 		if len(leased) > 50 { // the oldest have mostly expired
 			leased = append(leased[:0], leased[25:]...)
+		}
+		if len(admitted) > 100 {
+			admitted = append(admitted[:0], admitted[50:]...)
 		}
 	}
 	check(steps)

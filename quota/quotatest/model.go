@@ -92,6 +92,12 @@ type ModelReservation struct {
 	charges   []*charge // per item: the GCRA charge, nil for a window
 	starts    []int64   // per item: the window start charged
 	leases    []*lease  // per item: the lease taken, nil but for Concurrency
+	// used is, per item once settled, the cost Check counts: the actual
+	// cost when it is below the estimate (an excess is a debt, beyond
+	// what the limit admits by design); nil before Settle.
+	used    []int64
+	settled bool // Settle or Cancel was called: a Settle does nothing
+
 	cancelled bool      // cancelled before its slot: it never went
 	req       quota.Request
 }
@@ -272,6 +278,7 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	if !r.Allowed || r.cancelled {
 		return
 	}
+	r.settled = true
 	m.Release(r, now)
 	if n >= r.slot {
 		return
@@ -292,6 +299,45 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 		}
 		if _, e := bounds(it.Limit.Calendar, r.starts[i]); n < e {
 			m.count[k][r.starts[i]] = max(m.count[k][r.starts[i]]-r.req.CostOf(i), 0)
+		}
+	}
+}
+
+// Settle books r's actual costs at now (one per item, below zero: as
+// charged), as the design says: an excess is a debt charged at now (a
+// charge of the excess at slot now); a GCRA refund only when r's charge is
+// the last of its key (no later one could have been placed on it), the
+// charge then counting the actual cost; a window refund while the window
+// is open.
+func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
+	n := micros(now)
+	if !r.Allowed || r.settled {
+		return
+	}
+	r.settled = true
+	r.used = make([]int64, len(actual))
+	for i, it := range r.req.Items {
+		est := r.req.CostOf(i)
+		r.used[i] = est
+		if actual[i] < 0 || actual[i] == est || it.Limit.Kind == quota.Concurrency {
+			continue
+		}
+		r.used[i] = min(est, actual[i])
+		k := keyOf(r.req.Tag, it.Key)
+		delta := actual[i] - est
+		if it.Limit.Kind == quota.GCRA {
+			T := it.Limit.Interval()
+			cs := m.gcra[k]
+			switch {
+			case delta > 0:
+				*cs = append(*cs, &charge{slot: n, occupy: delta * T})
+			case len(*cs) > 0 && (*cs)[len(*cs)-1] == r.charges[i]:
+				r.charges[i].occupy += delta * T
+			}
+			continue
+		}
+		if _, e := bounds(it.Limit.Calendar, r.starts[i]); n < e {
+			m.count[k][r.starts[i]] = max(m.count[k][r.starts[i]]+delta, 0)
 		}
 	}
 }
@@ -366,7 +412,11 @@ func (m *Model) Check() error {
 				keys[k] = kd
 				order = append(order, k)
 			}
-			kd.events = append(kd.events, event{r.slot, r.req.CostOf(i)})
+			cost := r.req.CostOf(i)
+			if r.used != nil {
+				cost = r.used[i]
+			}
+			kd.events = append(kd.events, event{r.slot, cost})
 		}
 	}
 	for _, k := range order {

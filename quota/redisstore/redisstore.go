@@ -260,7 +260,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		}
 		ops.Release, ops.Renew = l.release, l.renew
 	}
-	if wait <= 0 || n == 0 { // no slot to give back
+	if n == 0 { // nothing to give back nor settle
 		return quota.NewReservation(res, ops), nil
 	}
 	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, items: make([]cancelItem, n)}
@@ -271,7 +271,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		ci.kind, ci.mark, ci.cost = l.Kind, d.marks[i], req.CostOf(i)
 		switch l.Kind {
 		case quota.GCRA:
-			ci.prev = d.prevs[i]
+			ci.prev, ci.interval = d.prevs[i], l.Interval()
 			continue
 		case quota.Concurrency:
 			ci.lease = lease
@@ -288,7 +288,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		}
 		ci.end = b[k+1]
 	}
-	ops.Cancel = c.cancel
+	ops.Settle = c.settle
+	if wait > 0 {
+		ops.Cancel = c.cancel
+	}
 	return quota.NewReservation(res, ops), nil
 }
 
@@ -320,7 +323,7 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	return nil
 }
 
-// cancellation is what Cancel of an admitted reservation with a wait needs.
+// cancellation is what Cancel and Settle of an admitted reservation need.
 type cancellation struct {
 	s     *Store
 	keys  []string // the item keys
@@ -330,8 +333,9 @@ type cancellation struct {
 
 type cancelItem struct {
 	kind  quota.Kind
-	lease string // concurrency: the lease id
-	cost  int64  // what the reservation counted for in this limit
+	lease    string // concurrency: the lease id
+	cost     int64  // what the reservation counted for in this limit
+	interval int64  // GCRA: the emission interval
 	mark  int64  // GCRA: the tat set; window: the window start charged
 	prev  int64  // GCRA: the stored tat the reservation replaced
 	end   int64  // window: the end of the window charged
@@ -368,6 +372,44 @@ func (c *cancellation) cancel(ctx context.Context) error {
 	}
 	if _, ok := v.(int64); !ok {
 		return c.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
+	}
+	return nil
+}
+
+// settle books the actual costs: after.lua op "settle", one round trip.
+func (c *cancellation) settle(ctx context.Context, actual []int64) error {
+	ctx = context.WithoutCancel(ctx)
+	var nowArg any = ""
+	if c.s.clock != nil {
+		nowArg = c.s.clock.Now().UnixMicro()
+	}
+	var keys []string
+	args := make([]any, 0, 3+6*len(c.items))
+	args = append(args, nowArg, c.s.slack, 0)
+	for i := range c.items {
+		it := &c.items[i]
+		if actual[i] < 0 || actual[i] == it.cost || it.kind == quota.Concurrency {
+			continue
+		}
+		keys = append(keys, c.keys[i])
+		delta := actual[i] - it.cost
+		if it.kind == quota.GCRA {
+			delta = min(delta, quota.MaxExact/it.interval) // keeps stored times exact
+			args = append(args, "settle", "g", it.mark, delta, it.interval)
+		} else {
+			args = append(args, "settle", "w", it.mark, it.end, delta)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	args[2] = len(keys)
+	v, err := c.s.run(ctx, afterScript, keys, args)
+	if err != nil {
+		return c.s.fail(ctx, "settle", err)
+	}
+	if _, ok := v.(int64); !ok {
+		return c.s.fail(ctx, "settle", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }
@@ -614,7 +656,7 @@ func parseReserve(v any, n int) (decision, error) {
 	}
 	d.decider = int(ints[3])
 	d.limits = make([]quota.Status, n)
-	if d.allowed && d.t > d.now {
+	if d.allowed {
 		d.marks, d.prevs = make([]int64, n), make([]int64, n)
 	}
 	for i := 0; i < n; i++ {
