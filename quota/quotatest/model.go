@@ -87,18 +87,18 @@ type ModelReservation struct {
 	// Beyond is true when the first admitting time lies past the three
 	// windows a store looks at: the stores deny such a request with a
 	// RetryAfter that is only a lower bound, so it is not compared.
-	Beyond    bool
-	slot      int64
-	charges   []*charge // per item: the GCRA charge, nil for a window
-	starts    []int64   // per item: the window start charged
-	leases    []*lease  // per item: the lease taken, nil but for Concurrency
+	Beyond  bool
+	slot    int64
+	charges []*charge // per item: the GCRA charge, nil for a window
+	starts  []int64   // per item: the window start charged
+	leases  []*lease  // per item: the lease taken, nil but for Concurrency
 	// used is, per item once settled, the cost Check counts: the actual
 	// cost when it is below the estimate (an excess is a debt, beyond
 	// what the limit admits by design); nil before Settle.
 	used    []int64
 	settled bool // Settle or Cancel was called: a Settle does nothing
 
-	cancelled bool      // cancelled before its slot: it never went
+	cancelled bool // cancelled before its slot: it never went
 	req       quota.Request
 }
 

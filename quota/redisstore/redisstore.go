@@ -332,13 +332,13 @@ type cancellation struct {
 }
 
 type cancelItem struct {
-	kind  quota.Kind
+	kind     quota.Kind
 	lease    string // concurrency: the lease id
 	cost     int64  // what the reservation counted for in this limit
 	interval int64  // GCRA: the emission interval
-	mark  int64  // GCRA: the tat set; window: the window start charged
-	prev  int64  // GCRA: the stored tat the reservation replaced
-	end   int64  // window: the end of the window charged
+	mark     int64  // GCRA: the tat set; window: the window start charged
+	prev     int64  // GCRA: the stored tat the reservation replaced
+	end      int64  // window: the end of the window charged
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
