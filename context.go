@@ -13,6 +13,7 @@ const (
 	costKey
 	limitCostsKey
 	maxWaitKey
+	settlerKey
 )
 
 // WithBusiness returns a context whose requests count against the limits

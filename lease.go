@@ -3,12 +3,10 @@ package throttle
 import (
 	"context"
 	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -90,19 +88,6 @@ func (h *leaseHold) release() {
 			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 		}
 	})
-}
-
-// sendLeased sends req while h holds its leases, and hands them to the
-// response body.
-func (t *Transport) sendLeased(req *http.Request, res *providers.Resolution, h *leaseHold) (*http.Response, error) {
-	resp, err := t.send(req, res)
-	h.active.Add(-1)
-	if err != nil || resp == nil || resp.Body == nil {
-		h.release()
-		return resp, err
-	}
-	resp.Body = &leasedBody{ReadCloser: resp.Body, h: h}
-	return resp, nil
 }
 
 // leasedBody releases its request's leases at EOF, at the first read

@@ -263,10 +263,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
 	}
+	return t.sendAdmitted(req, &res, &q, rsv)
+}
+
+// sendAdmitted sends a request its stack admitted: while it holds its
+// leases, if any (released when the response is done), and metering its
+// response body when it settles its actual costs (see Settler).
+func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q *quota.Request, rsv *quota.Reservation) (*http.Response, error) {
+	ctx := req.Context()
+	var h *leaseHold
 	if rsv.HoldsLeases() {
-		return t.sendLeased(req, &res, t.holdLeases(ctx, p.Name, rsv, leaseTTL(&q)))
+		h = t.holdLeases(ctx, res.Provider.Name, rsv, leaseTTL(q))
 	}
-	return t.send(req, &res)
+	resp, err := t.send(req, res)
+	if h != nil {
+		h.active.Add(-1)
+	}
+	if err != nil || resp == nil || resp.Body == nil {
+		if h != nil {
+			h.release()
+		}
+		return resp, err
+	}
+	if s := settlerFrom(ctx); s != nil {
+		if m := s(resp); m != nil {
+			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: t.settleFunc(ctx, res.Provider.Name, q, rsv)}
+		}
+	}
+	if h != nil {
+		resp.Body = &leasedBody{ReadCloser: resp.Body, h: h}
+	}
+	return resp, nil
 }
 
 // wait sleeps until the reserved slot, or gives the slot back when ctx

@@ -1,0 +1,159 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/internal/fakevendor"
+)
+
+// settleYAML: a model API with tokens split into input and output, and a
+// total; on_limit fail, so that what the limits hold shows as admitted or
+// refused at once. Per hour, so that the seconds a test takes give back
+// nothing.
+const settleYAML = `
+providers:
+  model:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits:
+      - {name: tpm, limit: 1000/h}
+      - {name: input, limit: 1000/h}
+      - {name: output, limit: 500/h}
+`
+
+// settleVendor answers each path with its body and content type.
+func settleVendor(t *testing.T, bodies map[string]string) *fakevendor.Vendor {
+	return e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := bodies[r.URL.Path]
+		if strings.HasPrefix(b, "data:") || strings.HasPrefix(b, "event:") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, line := range strings.SplitAfter(b, "\n") { // as a stream, flushed event by event
+				_, _ = io.WriteString(w, line)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, b)
+	})})
+}
+
+// TestSettle: each built-in settler reads the actual usage from the body
+// the caller reads (a JSON body's usage, a stream's usage events), and the
+// reservation is settled: the unused estimate comes back, an excess delays
+// the next request, a body closed early settles nothing.
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	filler := strings.Repeat("x", 40<<10) // content far larger than what a meter keeps
+	v := settleVendor(t, map[string]string{
+		"/openai":  `{"id":"c1","choices":[{"message":{"content":"` + filler + `"}}],"usage":{"prompt_tokens":60,"completion_tokens":40,"total_tokens":100},"system_fingerprint":"fp"}`,
+		"/shopify": `{"data":{"products":{"edges":[]}},"extensions":{"cost":{"requestedQueryCost":500,"actualQueryCost":2.5,"throttleStatus":{"maximumAvailable":1000.0}}}}`,
+	})
+	var tr *throttle.Transport // a fresh one, with its own store, per scenario
+	get := func(ctx context.Context, path string, costs map[string]int64, read int) error {
+		t.Helper()
+		for name, n := range costs {
+			ctx = throttle.WithLimitCost(ctx, name, n)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if read < 0 {
+			_, err = io.Copy(io.Discard, resp.Body)
+		} else {
+			_, err = io.CopyN(io.Discard, resp.Body, int64(read))
+		}
+		return err
+	}
+	admitted := func(ctx context.Context, what, path string, costs map[string]int64, read int) {
+		t.Helper()
+		if err := get(ctx, path, costs, read); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	refused := func(what string, costs map[string]int64) {
+		t.Helper()
+		var le *throttle.LimitError
+		if err := get(context.Background(), "/none", costs, 0); !errors.As(err, &le) {
+			t.Fatalf("%s: %v, want refused", what, err)
+		}
+	}
+	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	openai := throttle.WithSettle(context.Background(), throttle.OpenAIUsage("tpm"))
+	admitted(openai, "900 reserved, 100 used", "/openai", map[string]int64{"tpm": 900}, -1)
+	admitted(openai, "900 more: the 800 unused came back", "/openai", map[string]int64{"tpm": 900}, 10)
+	refused("that body was closed early: nothing settled, its 900 stay", map[string]int64{"tpm": 1})
+
+	// Shopify: 500 requested, 2.5 actual (3, rounded up); a hook of one's
+	// own works the same way.
+	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	shopify := throttle.WithSettle(context.Background(), throttle.ShopifyQueryCost("input"))
+	admitted(shopify, "a query of requested cost 500", "/shopify", map[string]int64{"input": 500}, -1)
+	admitted(context.Background(), "997 left", "/none", map[string]int64{"input": 997}, 0)
+	refused("all used", map[string]int64{"input": 1})
+}
+
+// TestSettleStreams: OpenAI's final usage chunk and Anthropic's
+// message_start and message_delta events settle a stream when it ends;
+// an excess is a debt.
+func TestSettleStreams(t *testing.T) {
+	t.Parallel()
+	filler := strings.Repeat("x", 100<<10) // a delta longer than a meter keeps
+	v := settleVendor(t, map[string]string{
+		"/openai-stream": "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n" +
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":500,\"completion_tokens\":400,\"total_tokens\":900}}\n\n" +
+			"data: [DONE]\n\n",
+		"/anthropic-stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":50,\"cache_creation_input_tokens\":10,\"cache_read_input_tokens\":300,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"" + filler + "\",\"usage\":1}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":30}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+	})
+	var tr *throttle.Transport // a fresh one, with its own store, per scenario
+	do := func(ctx context.Context, path string, costs map[string]int64) error {
+		t.Helper()
+		for name, n := range costs {
+			ctx = throttle.WithLimitCost(ctx, name, n)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	must := func(err error, what string) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	anthropic := throttle.WithSettle(context.Background(), throttle.AnthropicUsage("input", "output"))
+	must(do(anthropic, "/anthropic-stream", map[string]int64{"input": 100, "output": 450}), "Anthropic, 100 in and 450 out reserved")
+	// Used: 60 in (50 + 10 written to the cache; reads do not count), 30 out.
+	must(do(context.Background(), "/none", map[string]int64{"input": 940, "output": 470}), "the unused input and output came back")
+	if err := do(context.Background(), "/none", map[string]int64{"input": 1, "output": 1}); !errors.Is(err, throttle.ErrLimited) {
+		t.Fatalf("after both were used up: %v, want refused", err)
+	}
+
+	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	openai := throttle.WithSettle(context.Background(), throttle.OpenAIUsage("tpm"))
+	must(do(openai, "/openai-stream", map[string]int64{"tpm": 100}), "OpenAI, 100 reserved")
+	// Used 900: 800 more than reserved, a debt.
+	var le *throttle.LimitError
+	if err := do(context.Background(), "/none", map[string]int64{"tpm": 200}); !errors.As(err, &le) || le.Limit != "tpm" {
+		t.Fatalf("200 more after the stream used 900 of 1000: %v, want refused by tpm", err)
+	}
+}
