@@ -21,7 +21,9 @@ import (
 // or ones with an Idempotency-Key. No retry sleeps past the request's
 // context deadline. When retries run out the caller gets the last
 // response, not an error. A refusal by the throttle itself (ErrLimited,
-// ErrStoreUnavailable) is returned at once, never retried.
+// ErrStoreUnavailable) is returned at once, never retried. Redirects are
+// followed as the returned client's CheckRedirect says, each hop throttled
+// as a request of its own; the retrying layer never follows one itself.
 //
 // A request body is never buffered. A body is retried only when the
 // request can make a fresh copy of it (GetBody, which http.NewRequest sets
@@ -55,7 +57,10 @@ func (t *Transport) Client() *http.Client {
 		Now:        t.clock.Now,
 	}
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: t}
+	// The client returned below follows redirects as its CheckRedirect
+	// says; this inner one must hand every 3xx back to it, or a caller
+	// who turned redirects off would still get them followed.
+	rc.HTTPClient = &http.Client{Transport: t, CheckRedirect: useLastResponse}
 	rc.Logger = nil
 	rc.RetryMax = t.retry.max
 	rc.RetryWaitMin, rc.RetryWaitMax = t.retry.min, t.retry.cap
@@ -69,6 +74,9 @@ func (t *Transport) Client() *http.Client {
 	rc.ErrorHandler = backoff.PassthroughErrorHandler
 	return &http.Client{Transport: retrying{rc, t.retry.bodyLimit}}
 }
+
+// useLastResponse hands every redirect back to the caller's client.
+func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // retrying hands each request whose body it may retry to go-retryablehttp,
 // and any other, once, to the http.Client around the Transport that
