@@ -12,9 +12,9 @@ STATICCHECK := $(GOBIN)/staticcheck
 # Per test binary; a hung test fails here instead of stalling CI.
 TEST_TIMEOUT ?= 8m
 
-.PHONY: test redis staticcheck
+.PHONY: test redis clients staticcheck
 
-test: redis staticcheck
+test: redis clients staticcheck
 	@echo '== gofmt'
 	@out="$$(gofmt -l . 2>&1)"; if [ -n "$$out" ]; then \
 		echo 'gofmt: these files are not formatted (run gofmt -w on them):'; \
@@ -46,6 +46,25 @@ redis:
 		update-rc.d redis-server disable || true; \
 	fi; \
 	command -v redis-server >/dev/null || { echo 'redis-server still not in PATH after install'; exit 1; }
+
+# Internal helper: the proxy's end-to-end tests (cmd/throttle) send through
+# curl and Python's requests, and fail when they are missing. As root they
+# are installed with apt-get (Debian's curl and python3-requests, which
+# brings python3); otherwise make says what to install.
+clients:
+	@missing=; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	python3 -c 'import requests' >/dev/null 2>&1 || missing="$$missing python3-requests"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "missing:$$missing. The proxy's tests send through curl and Python's requests;"; \
+		echo "install them (Debian/Ubuntu: sudo apt-get install$$missing) or run make test as root."; \
+		exit 1; \
+	fi; \
+	echo "missing:$$missing: installing with apt-get"; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing || exit 1; \
+	command -v curl >/dev/null || { echo 'curl still not in PATH after install'; exit 1; }; \
+	python3 -c 'import requests' || { echo "$$(command -v python3) still cannot import requests: Debian's python3-requests serves /usr/bin/python3"; exit 1; }
 
 # Installs staticcheck $(STATICCHECK_VERSION) into $(GOBIN) unless that exact
 # version is already there.

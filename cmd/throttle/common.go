@@ -30,7 +30,13 @@ type storeFlags struct {
 	timeout time.Duration
 }
 
+// register adds the flags to fs. A timeout already set in f is the
+// default of --timeout (2s otherwise).
 func (f *storeFlags) register(fs *flag.FlagSet) {
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
 	// $THROTTLE_REDIS is read after parsing, not made the default, so
 	// that --help never prints a password it holds.
 	fs.StringVar(&f.redis, "redis", "",
@@ -39,7 +45,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.cluster, "cluster", false, "connect to a Redis Cluster (implied by several addresses)")
 	fs.StringVar(&f.config, "config", "", "providers configuration `FILE` (default: the embedded catalog, config/providers.yaml)")
 	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "key `prefix` the fleet's stores use (redisstore.Options.Prefix)")
-	fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "bound on each call to Redis")
+	fs.DurationVar(&f.timeout, "timeout", timeout, "bound on each call to Redis")
 }
 
 // loadConfig loads --config, or the embedded catalog.

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 )
 
 // setup is a proxy in front of one vendor, served by an httptest server.
@@ -431,28 +432,40 @@ func TestEventStreamIsNotBuffered(t *testing.T) {
 		io.WriteString(w, "data: last\n\n")
 	})
 	s := start(t, wide, handler, Options{})
-	resp, err := s.srv.Client().Get(s.url("/stream"))
-	if err != nil {
-		t.Fatal(err)
+	type first struct {
+		body  io.ReadCloser
+		lines *bufio.Reader
+		line  string
+		err   error
 	}
-	defer resp.Body.Close()
-	lines := bufio.NewReader(resp.Body)
-	got := make(chan string, 1)
+	got := make(chan first, 1)
 	go func() {
-		l, _ := lines.ReadString('\n')
-		got <- l
-	}()
-	select {
-	case l := <-got:
-		if l != "data: first\n" {
-			t.Fatalf("first line %q", l)
+		// The response's headers, too, are held back by a buffering proxy.
+		resp, err := s.srv.Client().Get(s.url("/stream"))
+		if err != nil {
+			got <- first{err: err}
+			return
 		}
+		lines := bufio.NewReader(resp.Body)
+		l, err := lines.ReadString('\n')
+		got <- first{resp.Body, lines, l, err}
+	}()
+	var f first
+	select {
+	case f = <-got:
 	case <-time.After(10 * time.Second):
 		close(release)
+		if f := <-got; f.body != nil {
+			f.body.Close()
+		}
 		t.Fatal("the first event did not arrive while the vendor held the last one back")
 	}
 	close(release)
-	rest, _ := io.ReadAll(lines)
+	if f.err != nil || f.line != "data: first\n" {
+		t.Fatalf("first line %q, %v", f.line, f.err)
+	}
+	defer f.body.Close()
+	rest, _ := io.ReadAll(f.lines)
 	if string(rest) != "\ndata: last\n\n" {
 		t.Errorf("rest of the stream %q", rest)
 	}
@@ -592,4 +605,48 @@ func FuzzParseHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A graceful shutdown lets a request that waits for its slot keep waiting,
+// and go: nothing ties a request to the server's life.
+func TestShutdownLetsAWaitingRequestGo(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	store := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	s := start(t, "    limits: [{name: peak, limit: 1/s}]\n", nil,
+		Options{Throttle: []throttle.Option{throttle.WithStore(store), throttle.WithClock(clock)}})
+	if resp, body := s.do("GET", s.url("/first"), nil); resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, body)
+	}
+	status := make(chan int, 1)
+	go func() {
+		resp, err := s.srv.Client().Get(s.url("/second"))
+		if err != nil {
+			t.Error(err)
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	for clock.Timers() == 0 { // the second request waits for its slot
+		time.Sleep(time.Millisecond)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- s.srv.Config.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a request waited for its slot", err)
+	default:
+	}
+	clock.Advance(time.Second)
+	if got := <-status; got != 200 {
+		t.Errorf("the waiting request got %d, want 200", got)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if a := s.vendor.Arrivals(); len(a) != 2 || a[1].Path != "/second" {
+		t.Errorf("vendor saw %+v, want /first then /second", a)
+	}
 }
