@@ -73,6 +73,37 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// TestProxyScenario runs the proxy scenario briefly, with a real
+// "throttle proxy" process built from this checkout, and writes its
+// report section. It checks that both paths were measured, not the
+// figures.
+func TestProxyScenario(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := RunProxy(ctx, ProxyOptions{Duration: 300 * time.Millisecond, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []PathResult{r.Direct, r.Proxy} {
+		if p.Requests == 0 || p.P50 <= 0 || p.P99 < p.P50 || p.RPS <= 0 || p.Errors != 0 {
+			t.Errorf("path figures %+v: want requests, latencies and a rate, no errors", p)
+		}
+	}
+	if r.ProxyCPU <= 0 {
+		t.Errorf("proxy CPU per request %v, want above 0", r.ProxyCPU)
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, nil, Meta{Command: "`go test`", Began: time.Now(), Proxy: r}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "REPORT.md")); !strings.Contains(string(b), "added by the proxy") {
+		t.Errorf("REPORT.md has no proxy section:\n%s", b)
+	}
+}
+
 func TestGCRAOvershoot(t *testing.T) {
 	t.Parallel()
 	const T = int64(10 * time.Millisecond)

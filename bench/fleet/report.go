@@ -20,6 +20,8 @@ type Meta struct {
 	Began     time.Time
 	Took      time.Duration
 	Load      string
+	// Proxy is the proxy scenario's result, when it ran.
+	Proxy *ProxyResult
 }
 
 // WriteReport writes REPORT.md, two SVG plots per scenario and
@@ -192,6 +194,9 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			}
 		}
 	}
+	if meta.Proxy != nil {
+		proxySection(&b, meta.Proxy)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
@@ -235,6 +240,24 @@ const howToRead = `## How to read it
   keeps the vendor's bucket exactly full trips the vendor whenever two
   requests swap order or bunch up on the way (see bench/README.md).
 `
+
+// proxySection writes the proxy scenario's figures.
+func proxySection(b *strings.Builder, r *ProxyResult) {
+	fmt.Fprintf(b, "\n## What the proxy adds (`%s`)\n\n", ScenarioProxy)
+	b.WriteString("The same GET to a fake vendor (in the harness process), sent by a Go client in the harness " +
+		"straight through throttle's client (`Transport.Client()`, what `throttle.NewClient` returns), and through a " +
+		"`throttle proxy` process (built from this checkout, `/<host>/<path>` form, plain keep-alive client). " +
+		"Both make one reservation per request in the same redis-server; the provider's limit (1,000,000/s) never " +
+		"makes a request wait, so the difference is the proxy's hop and work. Latency: one request at a time, the two " +
+		"paths in turn, for the phase's length; throughput: a closed loop of the given goroutines on one path at a time.\n\n")
+	fmt.Fprintf(b, "| path | latency p50 | latency p99 | requests (latency phase) | requests/s, %d goroutines |\n|---|---:|---:|---:|---:|\n", r.Concurrency)
+	fmt.Fprintf(b, "| direct (Go client) | %s | %s | %d | %.0f |\n", dur(r.Direct.P50), dur(r.Direct.P99), r.Direct.Requests, r.Direct.RPS)
+	fmt.Fprintf(b, "| through the proxy | %s | %s | %d | %.0f |\n", dur(r.Proxy.P50), dur(r.Proxy.P99), r.Proxy.Requests, r.Proxy.RPS)
+	fmt.Fprintf(b, "| **added by the proxy** | **%s** | **%s** | | |\n\n", dur(r.Proxy.P50-r.Direct.P50), dur(r.Proxy.P99-r.Direct.P99))
+	fmt.Fprintf(b, "Added = proxied percentile − direct percentile (not a percentile of differences). "+
+		"The proxy process used %s of CPU (user+sys) per request it served. Phases of %v; "+
+		"the client, the proxy, Redis and the vendor share the machine's CPUs.\n", dur(r.ProxyCPU), r.Duration)
+}
 
 func pctStr(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
