@@ -126,7 +126,7 @@ func New(opts Options) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
 		Transport:      dispatch{retrying: t.Client().Transport, once: t},
-		ModifyResponse: modifyResponse,
+		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
@@ -164,7 +164,7 @@ func (p *Proxy) Upstream(u *url.URL) (http.Handler, error) {
 		if !p.originForm(w, r) {
 			return
 		}
-		p.forward(w, r, target(u, r.URL.EscapedPath(), r.URL.RawQuery))
+		p.forward(w, r, target(u, r.URL.EscapedPath(), r.URL.RawQuery), mount{base: u})
 	}), nil
 }
 
@@ -205,7 +205,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if u, ok := p.routes[first]; ok {
-		p.forward(w, r, target(u, rest, r.URL.RawQuery))
+		p.forward(w, r, target(u, rest, r.URL.RawQuery), mount{prefix: "/" + first, base: u})
 		return
 	}
 	host, ok := parseHost(first)
@@ -214,11 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("%s is neither a route nor a host[:port]: send http://<proxy>/<host>/<path>", quote(first)), nil)
 		return
 	}
-	scheme := "https"
-	if p.loopbackHTTP && loopback(host) {
-		scheme = "http"
-	}
-	p.forward(w, r, target(&url.URL{Scheme: scheme, Host: host}, rest, r.URL.RawQuery))
+	p.forward(w, r, target(&url.URL{Scheme: p.scheme(host), Host: host}, rest, r.URL.RawQuery), mount{})
 }
 
 // originForm refuses what a forward proxy would get: CONNECT and requests
@@ -245,10 +241,28 @@ func target(base *url.URL, escapedPath, rawQuery string) *url.URL {
 	return u
 }
 
+// scheme is the scheme of the /<host>/ form for host.
+func (p *Proxy) scheme(host string) string {
+	if p.loopbackHTTP && loopback(host) {
+		return "http"
+	}
+	return "https"
+}
+
+// mount is where a request came in: under a route's base URL, at a path
+// prefix ("/name") or on a listener of its own (""), or in the /<host>/
+// form (base nil).
+type mount struct {
+	prefix string
+	base   *url.URL
+}
+
 // reqInfo travels in the request's context from ServeHTTP to the reverse
 // proxy's hooks.
 type reqInfo struct {
 	out      *url.URL
+	mount    mount
+	front    string // the Host the client addressed the proxy by
 	provider string
 	status   int
 	once     bool // the body is streamed: no retries
@@ -262,7 +276,7 @@ func infoFrom(ctx context.Context) *reqInfo {
 }
 
 // forward throttles and sends r to out.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL, m mount) {
 	probe := &http.Request{Method: r.Method, URL: out, Host: out.Host, Header: r.Header}
 	prov, ok := p.provider(probe)
 	if !ok {
@@ -276,7 +290,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL) {
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
 		return
 	}
-	info := &reqInfo{out: out, provider: prov.Name}
+	info := &reqInfo{out: out, mount: m, front: r.Host, provider: prov.Name}
 	if err := p.holdBody(r, info); err != nil {
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, "reading the request body: "+err.Error(), nil)
 		return
@@ -351,14 +365,49 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// modifyResponse records the status and drops a Throttle-Error header a
-// vendor might send, so that the header always means the proxy answered.
-func modifyResponse(resp *http.Response) error {
-	if info := infoFrom(resp.Request.Context()); info != nil {
-		info.status = resp.StatusCode
+// modifyResponse records the status, points a redirect back through the
+// proxy, and drops a Throttle-Error header a vendor might send, so that the
+// header always means the proxy answered.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	info := infoFrom(resp.Request.Context())
+	info.status = resp.StatusCode
+	if loc := resp.Header.Get("Location"); loc != "" {
+		resp.Header.Set("Location", p.relocate(loc, resp.Request.URL, info))
 	}
 	resp.Header.Del(HeaderError)
 	return nil
+}
+
+// relocate rewrites a redirect's Location so that the client follows it
+// through the proxy, and so through the throttle, where the proxy can
+// forward it: under the route the request came through, or else in the
+// /<host>/ form to a host a provider claims (not on a route's own
+// listener, which has no such form). Any other Location is made absolute
+// (a relative one is relative to the vendor's URL) and left to the client.
+func (p *Proxy) relocate(loc string, out *url.URL, info *reqInfo) string {
+	u, err := out.Parse(loc)
+	if err != nil || u.Host == "" || u.User != nil {
+		return loc
+	}
+	front := "http://" + info.front
+	tail := ""
+	if u.RawQuery != "" || u.ForceQuery {
+		tail = "?" + u.RawQuery
+	}
+	if u.Fragment != "" {
+		tail += "#" + u.EscapedFragment()
+	}
+	if b := info.mount.base; b != nil && u.Scheme == b.Scheme && strings.EqualFold(u.Host, b.Host) {
+		bp, ep := strings.TrimSuffix(b.EscapedPath(), "/"), u.EscapedPath()
+		if ep == bp || strings.HasPrefix(ep, bp+"/") {
+			return front + info.mount.prefix + strings.TrimPrefix(ep, bp) + tail
+		}
+	}
+	hostForm := info.mount.base == nil || info.mount.prefix != ""
+	if _, claimed := p.provider(&http.Request{Method: http.MethodGet, URL: u, Host: u.Host}); hostForm && claimed && u.Scheme == p.scheme(u.Host) {
+		return front + "/" + strings.ToLower(u.Host) + u.EscapedPath() + tail
+	}
+	return u.String()
 }
 
 // errorHandler answers a request the transport did not send, or whose

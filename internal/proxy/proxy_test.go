@@ -650,3 +650,64 @@ func TestShutdownLetsAWaitingRequestGo(t *testing.T) {
 		t.Errorf("vendor saw %+v, want /first then /second", a)
 	}
 }
+
+// A vendor's redirect is handed back (never followed by the proxy), with
+// its Location pointing back through the proxy where the proxy can forward
+// it, so that the client's next request is throttled too.
+func TestRedirectsComeBackThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/moved", "/moved":
+			w.Header().Set("Location", r.URL.Query().Get("to"))
+			w.WriteHeader(http.StatusMovedPermanently)
+		default:
+			io.WriteString(w, "at "+r.URL.RequestURI())
+		}
+	})
+	s := start(t, wide, handler, Options{})
+	base, _ := url.Parse(s.vendor.URL + "/api")
+	p, err := New(Options{Registry: s.proxy.reg, LoopbackHTTP: true, Routes: []Route{{Name: "v", URL: base}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := httptest.NewServer(p)
+	defer main.Close()
+	h, err := p.Upstream(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := httptest.NewServer(h)
+	defer port.Close()
+
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	vhost := s.vendor.Host()
+	for _, c := range []struct{ from, to, want string }{
+		{main.URL + "/" + vhost + "/moved", "/new?x=1#top", main.URL + "/" + vhost + "/new?x=1#top"},
+		{main.URL + "/" + vhost + "/moved", s.vendor.URL + "/abs", main.URL + "/" + vhost + "/abs"},
+		{main.URL + "/" + vhost + "/moved", "https://unclaimed.example/x", "https://unclaimed.example/x"},
+		{main.URL + "/v/moved", "/api/new", main.URL + "/v/new"},
+		{main.URL + "/v/moved", "/elsewhere", main.URL + "/" + vhost + "/elsewhere"},
+		{port.URL + "/moved", "/api/new", port.URL + "/new"},
+		{port.URL + "/moved", "/elsewhere", s.vendor.URL + "/elsewhere"},
+	} {
+		resp, err := noFollow.Get(c.from + "?to=" + url.QueryEscape(c.to))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Location"); resp.StatusCode != 301 || got != c.want {
+			t.Errorf("%s to %s: got %d Location %q, want 301 %q", c.from, c.to, resp.StatusCode, got, c.want)
+		}
+	}
+	// A client that follows redirects stays within the proxy.
+	resp, err := http.Get(main.URL + "/v/moved?to=" + url.QueryEscape("/api/new?y=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "at /api/new?y=2" {
+		t.Errorf("followed: %q", body)
+	}
+}
