@@ -77,8 +77,9 @@ staticcheck:
 
 # make bench: the fleet load harness (bench/, a module of its own): every
 # scenario with throttle and the alternatives, N worker processes sharing a
-# redis-server it starts on loopback. Writes bench/results/REPORT.md and
-# SVG plots; about 4 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
+# redis-server it starts on loopback, then what throttle proxy adds per
+# request (scenario proxy). Writes bench/results/REPORT.md and SVG plots;
+# about 4 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS='-scenarios steady -algos throttle'.
 .PHONY: bench
 bench: redis

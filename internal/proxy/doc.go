@@ -45,7 +45,8 @@
 // and none are set, so the vendor sees the proxy as its client; Host is
 // the upstream's; Upgrade is dropped (no WebSocket); responses with
 // Content-Type text/event-stream or no length are flushed as every chunk
-// arrives.
+// arrives. A vendor's redirect is never followed; its Location is pointed
+// back through the proxy where the proxy can forward it.
 //
 // A request body of at most Options.MaxRetryBody bytes is held in memory,
 // so that the retrying client can send it again after a vendor's 429. A
