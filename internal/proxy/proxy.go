@@ -369,12 +369,18 @@ func rewrite(pr *httputil.ProxyRequest) {
 // proxy, and drops a Throttle-Error header a vendor might send, so that the
 // header always means the proxy answered.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
+	resp.Header.Del(HeaderError)
+	if resp.Request == nil {
+		return nil
+	}
 	info := infoFrom(resp.Request.Context())
+	if info == nil {
+		return nil
+	}
 	info.status = resp.StatusCode
 	if loc := resp.Header.Get("Location"); loc != "" {
 		resp.Header.Set("Location", p.relocate(loc, resp.Request.URL, info))
 	}
-	resp.Header.Del(HeaderError)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jarcoal/httpmock"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/fakevendor"
@@ -710,4 +713,44 @@ func TestRedirectsComeBackThroughTheProxy(t *testing.T) {
 	if string(body) != "at /api/new?y=2" {
 		t.Errorf("followed: %q", body)
 	}
+}
+
+// Whatever the path and headers, the proxy answers; it never panics, and
+// sends nothing to a host no provider claims.
+func FuzzServeHTTP(f *testing.F) {
+	for _, s := range []string{"", "api.vendor.test/x", "api.vendor.test:443/a%2Fb?q=1", "v/x", "[::1]:80/x",
+		"a..b/x", "-a/x", "api.vendor.test:0/x", "api.vendor.test:65536/x", "%41/x", "x:y:z/", "//x"} {
+		f.Add(s, "acme", "2")
+	}
+	mock := httpmock.NewMockTransport()
+	mock.RegisterNoResponder(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Hostname() != "api.vendor.test" {
+			return nil, fmt.Errorf("sent to %s", r.URL.Host)
+		}
+		return httpmock.NewStringResponse(200, "ok"), nil
+	})
+	cfg, err := providers.Load("t.yaml", []byte("providers:\n  v:\n    hosts: [api.vendor.test]\n    on_limit: fail\n"+wide))
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, _ := url.Parse("https://api.vendor.test/base")
+	p, err := New(Options{Registry: providers.NewRegistry(cfg), Upstream: mock, Log: slog.New(slog.DiscardHandler),
+		Routes: []Route{{Name: "v", URL: base}}, Throttle: []throttle.Option{throttle.WithRetries(0, time.Millisecond, time.Millisecond)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path, business, cost string) {
+		u, err := url.ParseRequestURI("/" + path)
+		if err != nil {
+			return
+		}
+		r := &http.Request{Method: "GET", URL: u, Host: "proxy", Header: http.Header{}, RequestURI: u.RequestURI()}
+		r.Header.Set(HeaderBusiness, business)
+		r.Header.Set(HeaderCost, cost)
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, r.WithContext(context.Background()))
+		if w.Code == http.StatusBadGateway {
+			t.Errorf("%q: status %d, body %s", path, w.Code, w.Body)
+		}
+	})
 }
