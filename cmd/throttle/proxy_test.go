@@ -289,6 +289,41 @@ providers:
 	}
 }
 
+// A vendor's 429 through one proxy pauses the provider for the whole fleet:
+// the other proxy refuses at once, naming the pause, and sends nothing.
+func TestProxyVendorThrottlePausesTheFleet(t *testing.T) {
+	t.Parallel()
+	v := fakevendor.Start(fakevendor.Options{RetryAfter: time.Minute})
+	defer v.Close()
+	cfg := writeConfig(t, fmt.Sprintf("providers:\n  vendor:\n    hosts: [%q]\n    on_limit: fail\n    limits: [{name: peak, limit: 100/s}]\n", v.Host()))
+	redisSrv := redistest.Start(t)
+	args := []string{"--redis", "redis://" + redisSrv.Addr, "--config", cfg, "--insecure-upstream-http", "--retries", "0"}
+	a, b := startProxy(t, 1, args...), startProxy(t, 1, args...)
+	v.ThrottleNext(1)
+	get := func(base string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(base + "/" + v.Host() + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	if resp, _ := get(a.addrs[0]); resp.StatusCode != 429 || resp.Header.Get("Throttle-Error") != "" || resp.Header.Get("Retry-After") != "60" {
+		t.Fatalf("through A: %d (Throttle-Error %q, Retry-After %q), want the vendor's own 429",
+			resp.StatusCode, resp.Header.Get("Throttle-Error"), resp.Header.Get("Retry-After"))
+	}
+	resp, body := get(b.addrs[0])
+	if resp.StatusCode != 429 || resp.Header.Get("Throttle-Error") != "limited" || body["limit"] != "pause" {
+		t.Errorf("through B: %d %v, want the proxy's 429 naming the pause", resp.StatusCode, body)
+	}
+	if served, throttled := v.Counts(); served != 0 || throttled != 1 {
+		t.Errorf("vendor served %d and throttled %d, want only A's request", served, throttled)
+	}
+}
+
 // On the shutdown signal the proxy stops listening and lets a request in
 // flight finish before it exits 0.
 func TestProxyDrainsRequestsInFlight(t *testing.T) {
