@@ -135,6 +135,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	metrics := newProxyMetrics()
 	reg := providers.NewRegistry(e.cfg)
+	upstream := proxy.NewUpstream(f.upstreamReply)
+	defer upstream.CloseIdleConnections()
 	p, err := proxy.New(proxy.Options{
 		Registry: reg,
 		Throttle: []throttle.Option{
@@ -142,7 +144,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
 			throttle.WithRetries(f.retries, 500*time.Millisecond, 30*time.Second),
 		},
-		Upstream:     proxy.NewUpstream(f.upstreamReply),
+		Upstream:     upstream,
 		Routes:       prefixes,
 		LoopbackHTTP: f.insecureHTTP,
 		MaxRetryBody: f.maxRetryBody,
