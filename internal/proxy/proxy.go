@@ -118,7 +118,8 @@ func New(opts Options) (*Proxy, error) {
 		upstream = NewUpstream(0)
 	}
 	topts := append(append([]throttle.Option(nil), opts.Throttle...),
-		throttle.WithRegistry(opts.Registry), throttle.WithBase(upstream))
+		throttle.WithRegistry(opts.Registry), throttle.WithBase(upstream),
+		throttle.WithRetryBodyLimit(max(p.maxBody, 0)))
 	t, err := throttle.New(topts...)
 	if err != nil {
 		return nil, err
@@ -328,6 +329,9 @@ func (p *Proxy) holdBody(r *http.Request, info *reqInfo) error {
 	}
 	_ = r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(buf))
+	// The retrying client sends each attempt a fresh copy from GetBody
+	// and sends a body without one only once.
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 	r.ContentLength, r.TransferEncoding = int64(len(buf)), nil
 	return nil
 }
