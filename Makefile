@@ -54,7 +54,7 @@ redis:
 clients:
 	@missing=; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
-	python3 -c 'import requests' >/dev/null 2>&1 || missing="$$missing python3-requests"; \
+	{ python3 -c 'import requests' || /usr/bin/python3 -c 'import requests'; } >/dev/null 2>&1 || missing="$$missing python3-requests"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
 		echo "missing:$$missing. The proxy's tests send through curl and Python's requests;"; \
@@ -64,7 +64,7 @@ clients:
 	echo "missing:$$missing: installing with apt-get"; \
 	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing || exit 1; \
 	command -v curl >/dev/null || { echo 'curl still not in PATH after install'; exit 1; }; \
-	python3 -c 'import requests' || { echo "$$(command -v python3) still cannot import requests: Debian's python3-requests serves /usr/bin/python3"; exit 1; }
+	/usr/bin/python3 -c 'import requests' || { echo "/usr/bin/python3 still cannot import requests after installing python3-requests"; exit 1; }
 
 # Installs staticcheck $(STATICCHECK_VERSION) into $(GOBIN) unless that exact
 # version is already there.

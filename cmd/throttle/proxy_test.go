@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -149,15 +150,33 @@ func need(t *testing.T, name string) string {
 	return path
 }
 
+// pythonWithRequests returns a python3 that can import requests: the one
+// on PATH (a version manager's may have its own packages), else Debian's
+// /usr/bin/python3, which python3-requests serves.
+func pythonWithRequests(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, name := range []string{"python3", "/usr/bin/python3"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		out, err := exec.Command(path, "-c", "import requests").CombinedOutput()
+		if err == nil {
+			return path
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v %s", path, err, bytes.TrimSpace(out)))
+	}
+	t.Fatalf("no python3 can import requests (Debian: apt-get install -y python3-requests; make test installs it when run as root); tried %q", tried)
+	return ""
+}
+
 // The proxy serves clients in other languages: Python's requests and
 // curl, through one Redis-backed quota; the vendor never sees a
 // Throttle-* header.
 func TestProxyPythonAndCurl(t *testing.T) {
 	t.Parallel()
-	python, curl := need(t, "python3"), need(t, "curl")
-	if out, err := exec.Command(python, "-c", "import requests").CombinedOutput(); err != nil {
-		t.Fatalf("python3 cannot import requests (Debian: apt-get install -y python3-requests; make test installs it when run as root): %v\n%s", err, out)
-	}
+	python, curl := pythonWithRequests(t), need(t, "curl")
 	check := &leakCheck{}
 	v := fakevendor.Start(fakevendor.Options{Handler: check, RecordBodies: true})
 	defer v.Close()
