@@ -74,4 +74,35 @@
 // reservations made before a live one stay reserved until it is cancelled
 // too or time passes them: at most the longest max wait. This never
 // over-admits.
+//
+// # Sync
+//
+// The vendor is the one who counts: its account may be shared with
+// traffic the store never sees, and a store may forget its state (a Redis
+// restart). Reservation.Sync gives the store what the vendor said on the
+// response to a reservation's request: for some limits of the stack, how
+// many more events of cost 1 it would admit (R, in the limit's units). The
+// store drains each such limit so that it admits at most R more at once,
+// on top of the reservations made after this one, and never loosens it:
+//
+//   - GCRA: after = max(0, stored_tat - mark) is what the reservations
+//     charged after this one occupy (tats only grow through reservations,
+//     so the stored tat above this reservation's mark is theirs). The
+//     stored tat becomes max(stored_tat, now + DVT - R*T + after) when
+//     that is later than both the stored tat and now. The limit then
+//     refills at its own rate: the refill model is the limit's, not the
+//     vendor's.
+//   - Window: the window charged keeps its count at mark (the count right
+//     after this reservation's charge); after = max(0, count - count at
+//     mark), and the count becomes max(count, Rate - R + after). Once that
+//     window has ended the vendor speaks of another one, and nothing
+//     changes.
+//
+// A response sent before later reservations reached the vendor did not
+// count them; keeping them (after) means a stale response never undoes a
+// newer charge. A later reservation the vendor did count is counted twice,
+// which only drains more. A sync raises a tat above every live mark, so a
+// later Cancel of an earlier reservation finds the tat above its mark and
+// gives nothing back (it becomes a hole), and one of a later reservation
+// goes back at most to the synced tat: Cancel never undoes a sync.
 package quota

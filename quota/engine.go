@@ -26,10 +26,11 @@ type cell struct {
 // key: the tat it set (mark) and the stored tat it replaced (prev).
 type hole struct{ mark, prev int64 }
 
-// mark is what Cancel needs of one limit of a reservation: for GCRA the
-// tat the reservation set and the stored tat it replaced, for a window the
-// start of the window charged (in set).
-type mark struct{ set, prev int64 }
+// mark is what Cancel and Sync need of one limit of a reservation: for
+// GCRA the tat the reservation set and the stored tat it replaced; for a
+// window the start (in set) and end of the window charged and its count
+// right after the charge.
+type mark struct{ set, prev, end, count int64 }
 
 // win is the count of one calendar window [start, end).
 type win struct{ start, end, count int64 }
@@ -175,7 +176,7 @@ func charge(items []item, now, t int64, marks []mark) {
 		j := it.h.slot(t)
 		it.c.add(it.h[j], it.h[j+1], it.cost, now)
 		if marks != nil {
-			marks[i] = mark{set: it.h[j]}
+			marks[i] = mark{set: it.h[j], end: it.h[j+1], count: it.c.count(it.h[j])}
 		}
 	}
 }
@@ -273,5 +274,30 @@ func (c *cell) cancel(m mark, now int64) {
 		c.tat = tat
 	case c.tat > m.set:
 		c.holes = append(c.holes, hole{mark: m.set, prev: m.prev})
+	}
+}
+
+// drain applies the vendor's remaining to one limit of a reservation with
+// mark m, per package doc "Sync": the reservations charged after this one
+// (after) stay, the rest of the state admits at most remaining more at
+// once, and nothing is ever loosened. lim and c are the limit and its
+// state at now.
+func drain(lim *Limit, c *cell, m mark, remaining, now int64) {
+	remaining = min(max(remaining, 0), lim.Capacity())
+	if lim.Kind == GCRA {
+		T, dvt := lim.Interval(), lim.Tolerance()
+		after := max(c.tat-m.set, 0)
+		if target := now + dvt - remaining*T + after; target > max(c.tat, now) {
+			c.tat = target
+		}
+		return
+	}
+	if now >= m.end {
+		return // the window charged has ended: the vendor speaks of another
+	}
+	cur := c.count(m.set)
+	after := max(cur-m.count, 0)
+	if target := lim.Rate - remaining + after; target > cur {
+		c.add(m.set, m.end, target-cur, now)
 	}
 }

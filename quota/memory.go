@@ -293,45 +293,84 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
 	res.Allowed = ok && t-now <= req.MaxWaitMicros()
-	var cancel func(context.Context) error
+	var ops ReservationOps
 	if res.Allowed {
 		res.Wait = Micros(t - now)
-		var marks []mark
+		b := m.book(tag, req, t)
+		charge(items, now, t, b.marks)
+		ops.Sync = b.sync
 		if t > now {
-			marks = make([]mark, len(items))
-			cancel = m.canceller(tag, req, t, marks)
+			ops.Cancel = b.cancel
 		}
-		charge(items, now, t, marks)
 	} else {
 		res.RetryAfter = Micros(t - now)
 	}
 	for i := range items {
 		res.Limits[i] = items[i].status(now, t, res.Allowed)
 	}
-	return NewReservation(res, cancel), nil
+	return NewReservation(res, ops), nil
 }
 
-// canceller returns the Cancel of a reservation at slot t. It keeps its own
-// copy of the stack, since the caller may reuse req.
-func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark) func(context.Context) error {
-	stack := append([]Item(nil), req.Items...)
-	costs := make([]int64, len(stack))
-	for i := range stack {
-		costs[i] = req.CostOf(i)
+// booking is what acts on an admitted reservation afterwards: its own
+// copy of the stack (the caller may reuse req), each item's Cost set to
+// what it was charged, its slot t and its marks. A small stack lives in
+// the booking itself: one allocation.
+type booking struct {
+	m     *MemoryStore
+	tag   string
+	t     int64
+	stack []Item
+	marks []mark
+	items [4]Item
+	mks   [4]mark
+}
+
+// book returns the booking of a reservation of req at slot t, its marks
+// yet to be filled by charge.
+func (m *MemoryStore) book(tag string, req *Request, t int64) *booking {
+	n := len(req.Items)
+	b := &booking{m: m, tag: tag, t: t}
+	if n <= len(b.items) {
+		b.stack, b.marks = b.items[:0], b.mks[:n:n]
+	} else {
+		b.stack, b.marks = make([]Item, 0, n), make([]mark, n)
 	}
-	return func(context.Context) error {
-		s := m.shard(tag)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		now := m.now()
-		items := make([]item, len(stack))
-		for i := range stack {
-			items[i].lim, items[i].cost = stack[i].Limit, costs[i]
-			items[i].c = s.cell(tag, stack[i].Key, now)
-		}
-		refund(items, now, t, marks)
-		return nil
+	b.stack = append(b.stack, req.Items...)
+	for i := range b.stack {
+		b.stack[i].Cost = req.CostOf(i)
 	}
+	return b
+}
+
+// cancel is the reservation's Cancel.
+func (b *booking) cancel(context.Context) error {
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	items := make([]item, len(b.stack))
+	for i := range b.stack {
+		items[i].lim, items[i].cost = b.stack[i].Limit, b.stack[i].Cost
+		items[i].c = s.cell(b.tag, b.stack[i].Key, now)
+	}
+	refund(items, now, b.t, b.marks)
+	return nil
+}
+
+// sync is the reservation's Sync.
+func (b *booking) sync(ctx context.Context, obs []Observed) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	for _, o := range obs {
+		it := &b.stack[o.Item]
+		drain(it.Limit, s.cell(b.tag, it.Key, now), b.marks[o.Item], o.Remaining, now)
+	}
+	return nil
 }
 
 // Pause holds back requests naming key in tag for d; see Store.

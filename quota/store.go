@@ -202,15 +202,26 @@ type Result struct {
 // holds its slot in every limit until it is used or cancelled.
 type Reservation struct {
 	Result
-	cancel    func(context.Context) error
+	ops       ReservationOps
 	cancelled atomic.Bool
 }
 
-// NewReservation is for Store implementations: it wraps a decision and the
-// function that gives its slot back. cancel may be nil when there is
-// nothing to give back (a denial, or a slot already due).
-func NewReservation(res Result, cancel func(context.Context) error) *Reservation {
-	return &Reservation{Result: res, cancel: cancel}
+// ReservationOps are what a Store gives a Reservation to act on its
+// decision afterwards, each in one round trip. A nil func means there is
+// nothing to do (a denial; a slot already due has nothing to give back).
+type ReservationOps struct {
+	// Cancel gives the slot back; see Reservation.Cancel.
+	Cancel func(context.Context) error
+	// Sync drains the state of some items to what the vendor reports;
+	// see Reservation.Sync. Every Item is in range (Reservation.Sync
+	// checks); a negative Remaining counts as 0.
+	Sync func(context.Context, []Observed) error
+}
+
+// NewReservation is for Store implementations: it wraps a decision and
+// what acts on it afterwards.
+func NewReservation(res Result, ops ReservationOps) *Reservation {
+	return &Reservation{Result: res, ops: ops}
 }
 
 // Cancel gives the reservation's slot back (package doc "Cancel"). Call
@@ -225,8 +236,45 @@ func NewReservation(res Result, cancel func(context.Context) error) *Reservation
 // over-admit. A cancel after the slot's time, a second cancel and a cancel
 // of a denied reservation give back nothing.
 func (r *Reservation) Cancel(ctx context.Context) error {
-	if r == nil || r.cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
+	if r == nil || r.ops.Cancel == nil || !r.Allowed || !r.cancelled.CompareAndSwap(false, true) {
 		return nil
 	}
-	return r.cancel(ctx)
+	return r.ops.Cancel(ctx)
+}
+
+// Observed is what the vendor reported, on the response to a
+// reservation's request, about one limit of its stack.
+type Observed struct {
+	// Item is the limit's index in the reservation's Request.Items.
+	Item int
+	// Remaining is how many more events of cost 1 the vendor would admit
+	// at once, in the limit's own units (the caller maps the vendor's
+	// counter onto the limit). Negative counts as 0.
+	Remaining int64
+}
+
+// Sync drains the state of the observed limits to what the vendor reports
+// (package doc "Sync"), in one round trip: the vendor is the one who
+// counts, and its account may be shared with traffic the store never saw,
+// or the store may have forgotten its state. Each observed limit is left
+// admitting at most Remaining more at once on top of the reservations
+// made after this one, which stay charged: a response sent before them
+// cannot have counted them. Sync never loosens a limit: an observation
+// above what the store holds changes nothing.
+//
+// Call it only with figures below the reservation's own Status.Remaining,
+// or it is a round trip that changes nothing. A Sync of a denied or
+// cancelled reservation, or with no observations, does nothing. An item
+// index outside the stack is an error wrapping ErrInvalid, and nothing is
+// synced.
+func (r *Reservation) Sync(ctx context.Context, obs []Observed) error {
+	if r == nil || r.ops.Sync == nil || !r.Allowed || len(obs) == 0 || r.cancelled.Load() {
+		return nil
+	}
+	for _, o := range obs {
+		if o.Item < 0 || o.Item >= len(r.Limits) {
+			return fmt.Errorf("%w sync: item %d of a stack of %d", ErrInvalid, o.Item, len(r.Limits))
+		}
+	}
+	return r.ops.Sync(ctx, obs)
 }

@@ -308,6 +308,7 @@ func Run(t *testing.T, newStore NewStore) {
 		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)
 		testCancelledTogether(t, newStore, 300, time.Minute, 2*time.Second)
 	})
+	t.Run("Sync", func(t *testing.T) { testSync(t, newStore) })
 	t.Run("Differential", func(t *testing.T) {
 		for seed := int64(1); seed <= 4; seed++ {
 			Differential(t, seed, 300, newStore)
