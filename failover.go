@@ -181,7 +181,7 @@ func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q 
 				// No limiter decided, so there is no state to report:
 				// zero statuses, one per item as a Result promises.
 				return quota.NewReservation(quota.Result{RetryAfter: retry, Decider: i,
-					Limits: make([]quota.Status, len(q.Items))}, nil), nil
+					Limits: make([]quota.Status, len(q.Items))}, quota.ReservationOps{}), nil
 			}
 			debt := *l
 			debt.Burst = c

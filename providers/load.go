@@ -461,7 +461,7 @@ func validName(s string) bool { return nameRE.MatchString(s) }
 
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
-	"mode", "on_store_error", "local_share", "signals", "keys",
+	"mode", "on_store_error", "local_share", "signals", "keys", "sync",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -561,6 +561,9 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	}
 	if n := f["routes"]; n != nil {
 		p.Routes, routeNodes = l.routes(p, n, path+".routes", bp, names, limitNodes)
+	}
+	if n := f["sync"]; n != nil {
+		p.Sync = l.sync(n, path+".sync", "provider "+p.Name, append(limitNodes, routeNodes...))
 	}
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
@@ -1024,7 +1027,7 @@ func parseScope(s string) (Scope, bool) {
 
 var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
-var routeFields = []string{"name", "method", "path", "cost", "costs", "limits"}
+var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync"}
 
 // routes reads a provider's routes. It returns the valid ones and the
 // nodes of their limits, in file order.
@@ -1119,6 +1122,11 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 				good = false
 			}
 		}
+		if sn := f["sync"]; sn != nil {
+			if r.Sync = l.sync(sn, ip+".sync", "route "+r.Name+"'s stack", base, own); r.Sync == nil {
+				good = false
+			}
+		}
 		if !good {
 			continue
 		}
@@ -1203,4 +1211,88 @@ func (l *loader) costs(n *yaml.Node, path string, stacks ...[]*limitNodes) map[s
 		return nil
 	}
 	return out
+}
+
+// sync reads a sync field: the format of the vendor's counters and a map
+// from counter names to the names of limits among stacks (what names the
+// limits the field may map to). It returns nil after a problem.
+func (l *loader) sync(n *yaml.Node, path, what string, stacks ...[]*limitNodes) *Sync {
+	f := l.fields(n, path, "format", "counters")
+	if f == nil {
+		return nil
+	}
+	sc := &Sync{}
+	ok := true
+	if fn := f["format"]; fn == nil {
+		l.add(n, path+".format", "missing: want one of %s", formatList())
+		ok = false
+	} else if s, good := l.str(fn, path+".format", "a counter format"); !good {
+		ok = false
+	} else if sc.Format, good = parseFormat(s); !good {
+		l.add(fn, path+".format", "unknown counter format %q: want one of %s", s, formatList())
+		ok = false
+	}
+	cn := f["counters"]
+	switch {
+	case cn == nil:
+		l.add(n, path+".counters", "missing: want a map from the vendor's counter names to limit names, e.g. {core: core}")
+		return nil
+	case cn.Kind != yaml.MappingNode:
+		l.wrongKind(cn, path+".counters", "a map from the vendor's counter names to limit names, e.g. {core: core}")
+		return nil
+	case len(cn.Content) == 0:
+		l.add(cn, path+".counters", "empty: map at least one of the vendor's counters to a limit")
+		return nil
+	}
+	sc.Counters = make(map[string]string, len(cn.Content)/2)
+	for i := 0; i+1 < len(cn.Content); i += 2 {
+		k, v := cn.Content[i], cn.Content[i+1]
+		kp := join(path+".counters", k.Value)
+		if k.Kind != yaml.ScalarNode || k.Value == "" || len(k.Value) > 64 {
+			l.add(k, path+".counters", "want a vendor counter name of 1 to 64 characters")
+			ok = false
+			continue
+		}
+		if _, dup := sc.Counters[k.Value]; dup {
+			l.add(k, kp, "counter %q is mapped twice", k.Value)
+			ok = false
+			continue
+		}
+		name, good := l.str(v, kp, "a limit name")
+		if !good {
+			ok = false
+			continue
+		}
+		found := false
+		for _, lns := range stacks {
+			for _, ln := range lns {
+				found = found || ln.lim.Quota.Name == name
+			}
+		}
+		if !found {
+			l.add(v, kp, "no limit %q in %s: sync maps a vendor counter to a limit of it", name, what)
+			ok = false
+			continue
+		}
+		sc.Counters[k.Value] = name
+	}
+	if !ok {
+		return nil
+	}
+	return sc
+}
+
+// parseFormat returns the counter format named s.
+func parseFormat(s string) (backoff.Format, bool) {
+	f, err := backoff.ParseFormat(s)
+	return f, err == nil
+}
+
+// formatList lists the counter formats' names, for errors.
+func formatList() string {
+	var names []string
+	for f := backoff.Format(1); !strings.HasPrefix(f.String(), "Format("); f++ {
+		names = append(names, f.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -21,10 +21,13 @@ var (
 	cancelLua string
 	//go:embed pause.lua
 	pauseLua string
+	//go:embed after.lua
+	afterLua string
 
 	reserveScript = redis.NewScript(reserveLua)
 	cancelScript  = redis.NewScript(cancelLua)
 	pauseScript   = redis.NewScript(pauseLua)
+	afterScript   = redis.NewScript(afterLua)
 )
 
 const (
@@ -219,34 +222,42 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
 	if !d.allowed {
 		res.RetryAfter = wait
-		return quota.NewReservation(res, nil), nil
+		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
 	res.Wait = wait
-	if wait <= 0 || n == 0 { // nothing to give back
-		return quota.NewReservation(res, nil), nil
+	if n == 0 { // nothing to give back or sync
+		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
-	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, items: make([]cancelItem, n)}
+	b := &booking{s: s, keys: keys[:n:n], t: d.t, items: make([]bookedItem, n)}
 	w := 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		ci := &c.items[i]
-		ci.mark, ci.cost = d.marks[i], req.CostOf(i)
+		bi := &b.items[i]
+		bi.mark, bi.cost = d.marks[i], req.CostOf(i)
 		if l.Kind == quota.GCRA {
-			ci.gcra, ci.prev = true, d.prevs[i]
+			bi.gcra, bi.prev = true, d.prevs[i]
+			bi.T, bi.dvt = l.Interval(), l.Tolerance()
 			continue
 		}
-		b := &bounds[w].starts
+		st := &bounds[w].starts
 		w++
 		k := 0
-		for k < 4 && b[k] != ci.mark {
+		for k < 4 && st[k] != bi.mark {
 			k++
 		}
 		if k == 4 {
-			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, ci.mark))
+			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, bi.mark))
 		}
-		ci.end = b[k+1]
+		bi.end, bi.rate = st[k+1], l.Rate
+		// The reply's remaining is the charged window's, right after
+		// the charge.
+		bi.atMark = l.Rate - d.limits[i].Remaining
 	}
-	return quota.NewReservation(res, c.cancel), nil
+	ops := quota.ReservationOps{Sync: b.sync}
+	if wait > 0 {
+		ops.Cancel = b.cancel
+	}
+	return quota.NewReservation(res, ops), nil
 }
 
 // Pause holds back every later request that names key (in tag) among its
@@ -277,52 +288,90 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	return nil
 }
 
-// cancellation is what Cancel of an admitted reservation with a wait needs.
-type cancellation struct {
+// booking is what acts on an admitted reservation afterwards (Cancel,
+// Sync).
+type booking struct {
 	s     *Store
 	keys  []string // the item keys
 	t     int64    // the slot time, µs on the store's clock
-	items []cancelItem
+	items []bookedItem
 }
 
-type cancelItem struct {
-	gcra bool
-	cost int64 // what the reservation counted for in this limit
-	mark int64 // GCRA: the tat set; window: the window start charged
-	prev int64 // GCRA: the stored tat the reservation replaced
-	end  int64 // window: the end of the window charged
+type bookedItem struct {
+	gcra   bool
+	cost   int64 // what the reservation counted for in this limit
+	mark   int64 // GCRA: the tat set; window: the window start charged
+	prev   int64 // GCRA: the stored tat the reservation replaced
+	T, dvt int64 // GCRA: the interval and tolerance (µs)
+	end    int64 // window: the end of the window charged
+	rate   int64 // window: the quota
+	atMark int64 // window: its count right after the charge
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
 // (a waiter typically cancels because its context ended), bounded by the
 // store's timeout; ctx's values are kept.
-func (c *cancellation) cancel(ctx context.Context) error {
+func (b *booking) cancel(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	var nowArg any = ""
-	if c.s.clock != nil {
-		nowArg = c.s.clock.Now().UnixMicro()
-	}
-	n := len(c.items)
-	keys := append(make([]string, 0, 2*n), c.keys...)
+	n := len(b.items)
+	keys := append(make([]string, 0, 2*n), b.keys...)
 	args := make([]any, 0, 4+4*n)
-	args = append(args, nowArg, c.s.slack, c.t, n)
-	for i := range c.items {
-		it := &c.items[i]
+	args = append(args, b.s.nowArg(), b.s.slack, b.t, n)
+	for i := range b.items {
+		it := &b.items[i]
 		if it.gcra {
-			keys = append(keys, c.s.cancelledKey(c.keys[i]))
+			keys = append(keys, b.s.cancelledKey(b.keys[i]))
 			args = append(args, "g", it.mark, it.prev)
 		} else {
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
-	v, err := c.s.run(ctx, cancelScript, keys, args)
+	v, err := b.s.run(ctx, cancelScript, keys, args)
 	if err != nil {
-		return c.s.fail(ctx, "cancel", err)
+		return b.s.fail(ctx, "cancel", err)
 	}
 	if _, ok := v.(int64); !ok {
-		return c.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
+		return b.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
+}
+
+// sync runs after.lua with op "sync" for each observation: one round
+// trip.
+func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(obs))
+	args := make([]any, 0, 3+7*len(obs))
+	args = append(args, b.s.nowArg(), b.s.slack, len(obs))
+	for _, o := range obs {
+		it := &b.items[o.Item]
+		r := max(o.Remaining, 0)
+		keys = append(keys, b.keys[o.Item])
+		if it.gcra {
+			args = append(args, "sync", "g", it.T, it.dvt, min(r, it.dvt/it.T), it.mark)
+		} else {
+			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
+		}
+	}
+	v, err := b.s.run(ctx, afterScript, keys, args)
+	if err != nil {
+		return b.s.fail(ctx, "sync", err)
+	}
+	if _, ok := v.(int64); !ok {
+		return b.s.fail(ctx, "sync", fmt.Errorf("%w: %T, want an integer", errReply, v))
+	}
+	return nil
+}
+
+// nowArg is the now a script takes: "" for the server's TIME, or the test
+// clock's.
+func (s *Store) nowArg() any {
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
+	}
+	return ""
 }
 
 // run runs a script with the store's timeout: EVALSHA, and EVAL when the
@@ -484,9 +533,9 @@ type decision struct {
 	now, t  int64
 	decider int
 	limits  []quota.Status
-	// When admitted with a wait, per item what cancel.lua needs: the mark
-	// (GCRA: the tat set; window: the window start charged) and the prev
-	// (GCRA: the stored tat the decision replaced).
+	// When admitted, per item what cancel.lua and after.lua need: the
+	// mark (GCRA: the tat set; window: the window start charged) and the
+	// prev (GCRA: the stored tat the decision replaced).
 	marks, prevs []int64
 }
 
@@ -524,7 +573,7 @@ func parseReserve(v any, n int) (decision, error) {
 	}
 	d.decider = int(ints[3])
 	d.limits = make([]quota.Status, n)
-	if d.allowed && d.t > d.now {
+	if d.allowed {
 		d.marks, d.prevs = make([]int64, n), make([]int64, n)
 	}
 	for i := 0; i < n; i++ {
