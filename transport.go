@@ -211,7 +211,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := res.Provider
 	if len(res.Request.Items) == 0 && len(res.Request.Pauses) == 0 {
-		return t.send(req, &res)
+		return t.send(req, &res, nil)
 	}
 	q := res.Request
 	limit := q.MaxWait
@@ -224,7 +224,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rsv, err := t.failover.reserve(ctx, p, &q)
 	if err != nil {
 		if errors.Is(err, errFailOpen) {
-			return t.send(req, &res)
+			return t.send(req, &res, nil)
 		}
 		closeBody(req)
 		return nil, err
@@ -235,7 +235,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
 			Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 		if shadow {
-			return t.send(req, &res)
+			return t.send(req, &res, rsv)
 		}
 		closeBody(req)
 		return nil, &LimitError{
@@ -256,7 +256,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
 	}
-	return t.send(req, &res)
+	return t.send(req, &res, rsv)
 }
 
 // wait sleeps until the reserved slot, or gives the slot back when ctx
@@ -279,18 +279,21 @@ func (t *Transport) wait(ctx context.Context, rsv *quota.Reservation) error {
 }
 
 // send sends req and, when the vendor says it throttled it, pauses the
-// request's scope fleet-wide.
-func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Response, error) {
+// request's scope fleet-wide. With a sync configured, it first reconciles
+// the store with the vendor's counters (sync.go); rsv is the request's
+// reservation, nil when the store did not decide it.
+func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quota.Reservation) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp == nil {
 		return resp, err
 	}
 	p := res.Provider
+	ctx := req.Context()
 	v := backoff.Classify(resp, &p.Signals, t.clock.Now())
+	t.syncVendor(ctx, resp, res, rsv)
 	if !v.Throttled {
 		return resp, nil
 	}
-	ctx := req.Context()
 	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay})
 	if res.Pause == "" || res.Request.Tag == "" {
 		return resp, nil

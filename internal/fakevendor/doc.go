@@ -55,6 +55,11 @@
 //     in Unix seconds; X-RateLimit-Limit, -Remaining, -Used and -Reset on
 //     every response when there is an enforcer.
 //
+// With Options.Counters, the X-RateLimit headers GitHub403 sends come on
+// every response of any style, the reset being the enforcer's own even
+// when the Retry-After says less (a vendor that asks for a retry in a
+// second while its window ends in forty).
+//
 // The advertised delay is the enforcer's own (when the request would
 // fit), unless Options.RetryAfter fixes it. Options.ThrottleBody replaces
 // the style's body, e.g. with OpenAI's insufficient_quota error.

@@ -80,6 +80,13 @@ type Options struct {
 	// RecordBodies records the first MaxBody bytes of every request body
 	// in its Arrival.
 	RecordBodies bool
+	// Counters adds X-RateLimit-Limit, -Remaining, -Used, -Reset (the
+	// enforcer's own reset, in Unix seconds, rounded up: a window's end
+	// even on a throttled response) and -Resource "core" to every
+	// response of a vendor with an enforcer, whatever the Signal, as
+	// vendors that publish their counters do. GitHub403 sends them
+	// anyway.
+	Counters bool
 }
 
 // An Arrival is one request as the vendor saw it.
@@ -319,13 +326,24 @@ func (v *Vendor) writeHeaders(h http.Header, d decision, now time.Time) {
 			reset = now.Add(d.retryAfter)
 		}
 		if d.limit > 0 || !d.ok {
-			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.limit, 10))
-			h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.remaining, 10))
-			h.Set("X-RateLimit-Used", strconv.FormatInt(d.used, 10))
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSecond(reset).Unix(), 10))
-			h.Set("X-RateLimit-Resource", "core")
+			setCounters(h, d, reset)
 		}
+		return
 	}
+	if v.opts.Counters && d.limit > 0 {
+		setCounters(h, d, d.reset)
+	}
+}
+
+// setCounters sets the X-RateLimit headers of decision d, with reset.
+func setCounters(h http.Header, d decision, reset time.Time) {
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.remaining, 10))
+	h.Set("X-RateLimit-Used", strconv.FormatInt(d.used, 10))
+	if !reset.IsZero() {
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSecond(reset).Unix(), 10))
+	}
+	h.Set("X-RateLimit-Resource", "core")
 }
 
 // ceilDiv returns d/unit rounded up, at least 1 for a positive d.
