@@ -35,6 +35,7 @@
 //	    local_share: 10%            # required with local, refused otherwise
 //	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
+//	    sync: {...}                 # see Sync
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
 //
@@ -178,6 +179,22 @@
 //	  delay_headers: [Retry-After-Ms]
 //	  default_delay: 1m          # delay of a throttled response that names none
 //	  max_delay: 10m             # cap on any vendor-supplied delay
+//
+// # Sync
+//
+// sync says how the vendor reports its own counters on every response
+// (a backoff.Format) and which limit each counter is (Sync):
+//
+//	sync:
+//	  format: x-ratelimit                     # backoff.ParseFormat names
+//	  counters: {core: core, search: search}  # backoff.Reading.Counter -> limit name
+//
+// A provider's counters may name any of its limits, routes' included; a
+// route's sync replaces the provider's for its requests and names limits
+// of its stack. Resolve puts the one that applies in Resolution.Sync; the
+// transport reads the counters and drains the store to them
+// (quota.Reservation.Sync). An unknown format, a counter mapped to an
+// unknown limit and a missing or empty counters map are errors.
 //
 // # Variables
 //
