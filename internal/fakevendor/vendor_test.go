@@ -140,6 +140,25 @@ func TestWindow(t *testing.T) {
 	))
 }
 
+// TestWindowCounters: with Counters, a window vendor that asks for a retry
+// in a second sends its counters on every response, and the reset of the
+// throttled one is still the window's end.
+func TestWindowCounters(t *testing.T) {
+	t.Parallel()
+	end := fmt.Sprint(t0.Truncate(time.Minute).Add(time.Minute).Unix())
+	counters := func(remaining, used string) map[string]string {
+		return map[string]string{"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": remaining,
+			"X-RateLimit-Used": used, "X-RateLimit-Reset": end, "X-RateLimit-Resource": "core"}
+	}
+	hitHeaders := counters("0", "2")
+	hitHeaders["Retry-After"] = "1"
+	run(t, Options{Enforcer: Window(2, time.Minute), RetryAfter: time.Second, Counters: true}, []step{
+		{status: 200, headers: counters("1", "1")},
+		{status: 200, headers: counters("0", "2")},
+		{status: hit, headers: hitHeaders},
+	})
+}
+
 func TestLeakyBucketShopify(t *testing.T) {
 	t.Parallel()
 	var steps []step
