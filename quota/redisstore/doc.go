@@ -35,8 +35,10 @@
 // and a pause key holds paused-until (µs). A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
 // while a later one still held it, which come back once that one is
-// cancelled too (see cancel.lua). Every key expires when its state is back
-// to idle. A key keeps one kind: the same key used by a GCRA limit
+// cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
+// "sync" per item, one call for every limit a response drains), which
+// writes only the item keys, and rebuilds a key Redis lost from the
+// vendor's figure. Every key expires when its state is back to idle. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.
