@@ -52,6 +52,9 @@ const DefaultRetryBodyLimit = 1 << 20
 // Client returns an *http.Client that retries around t, as NewClient does,
 // sending any body it will not retry once and unbuffered.
 func (t *Transport) Client() *http.Client {
+	if t.registry == nil {
+		return &http.Client{Transport: t} // every request fails clearly
+	}
 	policy := &backoff.Policy{
 		SignalsFor: t.signalsFor,
 		Now:        t.clock.Now,

@@ -190,6 +190,10 @@ func New(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
+// errZeroTransport is what a Transport not made by New answers: it has no
+// providers, store or base transport to send with.
+var errZeroTransport = errors.New("throttle: a zero Transport cannot send: make one with throttle.New or throttle.NewClient")
+
 // RoundTrip throttles and sends req. It returns a *LimitError (matching
 // ErrLimited) when the request could not go within its max wait or its
 // context's deadline, before sending or sleeping; the context's error when
@@ -200,6 +204,10 @@ func New(opts ...Option) (*Transport, error) {
 // throttled response (429 and the vendor's equivalents) is returned as a
 // response.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.registry == nil {
+		closeBody(req)
+		return nil, errZeroTransport
+	}
 	ctx := req.Context()
 	res, ok, err := t.registry.Resolve(req, input(ctx))
 	if !ok {

@@ -749,3 +749,28 @@ func TestClientLeavesRedirectsToItsCheckRedirect(t *testing.T) {
 		t.Errorf("default CheckRedirect: got %d %q, want 200 followed", resp.StatusCode, body)
 	}
 }
+
+// A Transport not made by New fails every request with a clear error
+// instead of panicking, and closes the request's body.
+func TestZeroTransportFailsClearly(t *testing.T) {
+	t.Parallel()
+	var zero throttle.Transport
+	body := &closeRecorder{Reader: strings.NewReader("x")}
+	req := httptest.NewRequest("POST", "https://api.example.test/", body)
+	if _, err := zero.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "throttle.New") {
+		t.Errorf("RoundTrip on a zero Transport = %v, want an error naming throttle.New", err)
+	}
+	if !body.closed {
+		t.Error("the request's body was not closed")
+	}
+	if _, err := zero.Client().Get("https://api.example.test/"); err == nil || !strings.Contains(err.Error(), "throttle.New") {
+		t.Errorf("Client().Get on a zero Transport = %v, want an error naming throttle.New", err)
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
