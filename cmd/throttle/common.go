@@ -185,18 +185,22 @@ func urlError(err error) error {
 	return err
 }
 
-// redactURL hides a password in a Redis URL for messages.
+// redactURL hides passwords in a --redis value for messages: each
+// comma-separated URL as url.URL.Redacted shows it; one that does not parse
+// is not shown at all, since where its password ends is unknown.
 func redactURL(s string) string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if i := strings.Index(p, "://"); i >= 0 {
-			if at := strings.LastIndex(p, "@"); at > i {
-				p = p[:i+3] + "***@" + p[at+1:]
-			}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if !strings.Contains(p, "://") {
+			continue // host:port holds no password
 		}
-		out = append(out, p)
+		if u, err := url.Parse(p); err == nil {
+			parts[i] = u.Redacted()
+		} else {
+			parts[i] = "(a URL that does not parse)"
+		}
 	}
-	return strings.Join(out, ",")
+	return strings.Join(parts, ",")
 }
 
 // provider looks a provider up by name, as a usage error when unknown.

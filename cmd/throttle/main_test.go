@@ -545,10 +545,11 @@ func TestCluster(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"redis://u:secret@h:6379/0":       "redis://***@h:6379/0",
-		"rediss://:p@a:1,rediss://:q@b:2": "rediss://***@a:1,rediss://***@b:2",
+		"redis://u:secret@h:6379/0":       "redis://u:xxxxx@h:6379/0",
+		"rediss://:p@a:1,rediss://:q@b:2": "rediss://:xxxxx@a:1,rediss://:xxxxx@b:2",
 		"h:6379":                          "h:6379",
 		"redis://h:6379":                  "redis://h:6379",
+		"redis://u:se cret@h%zz:1":        "(a URL that does not parse)",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)

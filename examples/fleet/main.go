@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -254,10 +255,9 @@ func workerOf(path string) (int, bool) {
 
 // redactURL hides a password in a Redis URL.
 func redactURL(s string) string {
-	before, after, ok := strings.Cut(s, "@")
-	if !ok {
-		return s
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
 	}
-	scheme, _, _ := strings.Cut(before, "://")
-	return scheme + "://***@" + after
+	return u.Redacted()
 }

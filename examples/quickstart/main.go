@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -362,10 +363,9 @@ func openRedis(ctx context.Context, url string) (*redisstore.Store, func(), erro
 
 // redactURL hides a password in a Redis URL.
 func redactURL(s string) string {
-	before, after, ok := strings.Cut(s, "@")
-	if !ok {
-		return s
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
 	}
-	scheme, _, _ := strings.Cut(before, "://")
-	return scheme + "://***@" + after
+	return u.Redacted()
 }
