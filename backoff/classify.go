@@ -134,7 +134,13 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 	}
 	if throttled {
 		for _, name := range s.DelayHeaders {
-			if d, ok := parseAny(first(h, name), now); ok {
+			v := first(h, name)
+			d, ok := parseAny(v, now)
+			if strings.EqualFold(name, headerRetryAfterMs) {
+				// Its number is milliseconds, not seconds.
+				d, ok = parseMillis(v)
+			}
+			if ok {
 				return capDelay(d, max), name
 			}
 		}

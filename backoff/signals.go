@@ -38,7 +38,8 @@ type Signals struct {
 	// before the standard ones (e.g. "x-ratelimit-reset-requests").
 	// Each value may be delay-seconds (integer or decimal), an HTTP-date,
 	// an RFC 3339 timestamp, a Go-like duration ("6m0s", "12ms") or an
-	// epoch in seconds (a number greater than 1e9).
+	// epoch in seconds (a number greater than 1e9); retry-after-ms, by
+	// name, is a number of milliseconds.
 	DelayHeaders []string
 
 	// DefaultDelay is the delay of a throttled response that names none.
