@@ -12,7 +12,7 @@ STATICCHECK := $(GOBIN)/staticcheck
 # Per test binary; a hung test fails here instead of stalling CI.
 TEST_TIMEOUT ?= 8m
 
-.PHONY: test redis clients staticcheck
+.PHONY: test redis clients staticcheck sdktest
 
 test: redis clients staticcheck
 	@echo '== gofmt'
@@ -25,6 +25,16 @@ test: redis clients staticcheck
 	$(STATICCHECK) ./...
 	@echo '== go test'
 	go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory sdktest
+
+# make sdktest: the vendor SDKs (Stripe, GitHub, OpenAI, Anthropic) driven
+# through NewClient against fake vendors (sdktest/, a module of its own so
+# that the SDKs stay out of go.mod; the root gofmt check covers it). The
+# first run compiles the SDKs with -race: a few minutes on 2 cores.
+sdktest: staticcheck
+	@echo '== sdktest: go vet, staticcheck, go test'
+	cd sdktest && go vet ./... && $(STATICCHECK) ./... && \
+		go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Internal helper: make sure redis-server is on PATH. As root it is installed
 # with apt-get; Debian's package starts a system redis on 6379, which the tests
