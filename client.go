@@ -27,10 +27,11 @@ import (
 //
 // A request body is never buffered. A body is retried only when the
 // request can make a fresh copy of it (GetBody, which http.NewRequest sets
-// for a *bytes.Buffer, *bytes.Reader or *strings.Reader) and its
-// ContentLength is known and at most the retry body limit
-// (DefaultRetryBodyLimit, WithRetryBodyLimit); each attempt sends a copy
-// from GetBody. Any other body (a stream, a pipe, a file, a body over the
+// for a *bytes.Buffer, *bytes.Reader or *strings.Reader) and its length
+// is at most the retry body limit (DefaultRetryBodyLimit,
+// WithRetryBodyLimit): its ContentLength or, where the request does not
+// say it, the length of one copy, streamed to nowhere; each attempt sends
+// a copy from GetBody. Any other body (a stream, a pipe, a file, a body over the
 // limit) is sent once, still throttled and still pausing the scope on a
 // vendor throttle, and its response, a 429 included, is the caller's.
 //
@@ -96,7 +97,11 @@ type retrying struct {
 
 func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	if hasBody && (req.GetBody == nil || req.ContentLength <= 0 || req.ContentLength > r.bodyLimit) {
+	size := req.ContentLength
+	if hasBody && req.GetBody != nil && size <= 0 {
+		size = copyLength(req.GetBody, r.bodyLimit)
+	}
+	if hasBody && (req.GetBody == nil || size < 0 || size > r.bodyLimit) {
 		return unwrap(r.client.HTTPClient.Do(req))
 	}
 	// The request goes in its context, where the retry policy reads the
@@ -121,9 +126,26 @@ func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		// SetBody takes the length from a Len method, which GetBody's
 		// ReadCloser hides; without the caller's, the body would go
 		// chunked.
-		rreq.ContentLength, rreq.GetBody = req.ContentLength, req.GetBody
+		rreq.ContentLength, rreq.GetBody = size, req.GetBody
 	}
 	return unwrap(r.client.Do(rreq))
+}
+
+// copyLength returns the length of a copy of a body from getBody when the
+// request does not say it (stripe-go sets GetBody but no ContentLength), or
+// -1 when it is longer than limit or cannot be read: it streams at most
+// limit+1 bytes of the copy to io.Discard, so nothing is buffered.
+func copyLength(getBody func() (io.ReadCloser, error), limit int64) int64 {
+	rc, err := getBody()
+	if err != nil {
+		return -1
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(rc, limit+1))
+	if err != nil || n > limit {
+		return -1
+	}
+	return n
 }
 
 // unwrap returns an http.Client's error without the *url.Error around it,

@@ -162,6 +162,50 @@ func TestNewClientRetriesASmallRewindableBody(t *testing.T) {
 	waitClosed(t, given.closed)
 }
 
+// TestNewClientRetriesACopyableBodyOfUnsaidLength: stripe-go sets Body and
+// GetBody on a request made with a nil body, so its ContentLength is 0;
+// the client measures a copy and still retries it, with the length.
+func TestNewClientRetriesACopyableBodyOfUnsaidLength(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []string
+	var lengths []int64
+	url, registry := bodyVendor(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, string(b))
+		lengths = append(lengths, r.ContentLength)
+		if len(bodies) == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	client, err := throttle.NewClient(registry, throttle.WithRetries(2, time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequest("POST", url+"/charge", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = "amount=1"
+	req.Body = io.NopCloser(strings.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 200 || len(bodies) != 2 || bodies[1] != body || lengths[1] != int64(len(body)) {
+		t.Errorf("got %d; the vendor saw bodies %q with lengths %v; want 200 after 2 calls of %s, length %d",
+			resp.StatusCode, bodies, lengths, body, len(body))
+	}
+}
+
 // TestNewClientSendsABodyOverTheLimitOnce: a rewindable body over
 // WithRetryBodyLimit is sent once and its 429 is the caller's response;
 // one at the limit is retried.
