@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // sharedYAML models the vendor's 100 per minute as a GCRA of the same
@@ -41,10 +41,10 @@ providers:
 
 // sharedVendor starts the fake vendor on clock: 100 per minute window,
 // Retry-After: 1 on a 429, counters on every response.
-func sharedVendor(t *testing.T, clock *quotatest.Clock) *fakevendor.Vendor {
-	return e2eVendor(t, fakevendor.Options{
-		Enforcer:   fakevendor.Window(100, time.Minute),
-		Signal:     fakevendor.RetryAfterSeconds,
+func sharedVendor(t *testing.T, clock *quotatest.Clock) *throttletest.Vendor {
+	return e2eVendor(t, throttletest.Options{
+		Enforcer:   throttletest.Window(100, time.Minute),
+		Signal:     throttletest.RetryAfterSeconds,
 		RetryAfter: time.Second,
 		Counters:   true,
 		Clock:      clock.Now,

@@ -21,9 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // ScenarioProxy names the proxy scenario (-scenarios proxy).
@@ -98,7 +98,7 @@ func RunProxy(ctx context.Context, opts ProxyOptions) (*ProxyResult, error) {
 		return nil, err
 	}
 	defer srv.stop()
-	v := fakevendor.Start(fakevendor.Options{MaxArrivals: 1})
+	v := throttletest.NewVendor(throttletest.Options{MaxArrivals: 1})
 	defer v.Close()
 	yaml := fmt.Sprintf("providers:\n  vendor:\n    hosts: [%q]\n    limits: [{name: peak, limit: 1000000/s}]\n", v.Host())
 	cfgPath := filepath.Join(dir, "providers.yaml")

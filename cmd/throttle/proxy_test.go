@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // output is an io.Writer, safe for concurrent use, that a test can wait on.
@@ -178,7 +178,7 @@ func TestProxyPythonAndCurl(t *testing.T) {
 	t.Parallel()
 	python, curl := pythonWithRequests(t), need(t, "curl")
 	check := &leakCheck{}
-	v := fakevendor.Start(fakevendor.Options{Handler: check, RecordBodies: true})
+	v := throttletest.NewVendor(throttletest.Options{Handler: check, RecordBodies: true})
 	defer v.Close()
 	cfg := writeConfig(t, fmt.Sprintf(`
 providers:
@@ -240,7 +240,7 @@ func TestProxyFleetSharesOneQuotaWithGo(t *testing.T) {
 	// The vendor allows 50/s with a burst of 20; the fleet is configured
 	// at 40/s, burst 5, leaving room for arrival jitter. Three sources at
 	// 40/s each, were they not sharing, would be throttled at once.
-	v := fakevendor.Start(fakevendor.Options{Enforcer: fakevendor.GCRA(50, time.Second, 20)})
+	v := throttletest.NewVendor(throttletest.Options{Enforcer: throttletest.GCRA(50, time.Second, 20)})
 	defer v.Close()
 	yaml := fmt.Sprintf(`
 providers:
@@ -312,7 +312,7 @@ providers:
 // the other proxy refuses at once, naming the pause, and sends nothing.
 func TestProxyVendorThrottlePausesTheFleet(t *testing.T) {
 	t.Parallel()
-	v := fakevendor.Start(fakevendor.Options{RetryAfter: time.Minute})
+	v := throttletest.NewVendor(throttletest.Options{RetryAfter: time.Minute})
 	defer v.Close()
 	cfg := writeConfig(t, fmt.Sprintf("providers:\n  vendor:\n    hosts: [%q]\n    on_limit: fail\n    limits: [{name: peak, limit: 100/s}]\n", v.Host()))
 	redisSrv := redistest.Start(t)
@@ -348,7 +348,7 @@ func TestProxyVendorThrottlePausesTheFleet(t *testing.T) {
 func TestProxyDrainsRequestsInFlight(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan struct{}), make(chan struct{})
-	v := fakevendor.Start(fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := throttletest.NewVendor(throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-release
 		io.WriteString(w, "late")
@@ -391,7 +391,7 @@ func TestProxyDrainsRequestsInFlight(t *testing.T) {
 func TestProxyDrainTimeoutCutsOff(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan struct{}), make(chan struct{})
-	v := fakevendor.Start(fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := throttletest.NewVendor(throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
 		<-release
 	})})
@@ -421,7 +421,7 @@ func TestProxyDrainTimeoutCutsOff(t *testing.T) {
 
 func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 	t.Parallel()
-	v := fakevendor.Start(fakevendor.Options{})
+	v := throttletest.NewVendor(throttletest.Options{})
 	defer v.Close()
 	cfg := writeConfig(t, fmt.Sprintf("providers:\n  vendor:\n    hosts: [%q]\n    limits: [{name: peak, limit: 10/s}]\n", v.Host()))
 	redisSrv := redistest.Start(t)

@@ -21,16 +21,16 @@ import (
 	"github.com/jarcoal/httpmock"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // setup is a proxy in front of one vendor, served by an httptest server.
 type setup struct {
 	t      *testing.T
-	vendor *fakevendor.Vendor
+	vendor *throttletest.Vendor
 	proxy  *Proxy
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -55,7 +55,7 @@ func start(t *testing.T, provider string, handler http.Handler, opts Options) *s
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ok":true}`)
 	})
-	s.vendor = fakevendor.Start(fakevendor.Options{Handler: record, RecordBodies: true})
+	s.vendor = throttletest.NewVendor(throttletest.Options{Handler: record, RecordBodies: true})
 	t.Cleanup(s.vendor.Close)
 	yaml := fmt.Sprintf("providers:\n  vendor:\n    hosts: [%q]\n%s", s.vendor.Host(), provider)
 	cfg, err := providers.Load("test.yaml", []byte(yaml))
