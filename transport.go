@@ -39,8 +39,9 @@ const DefaultStoreRetry = time.Second
 type Transport struct {
 	base     http.RoundTripper
 	registry *providers.Registry
-	observer Observer
-	clock    quota.Clock
+	// observers are told about every event, in the order they were added.
+	observers []Observer
+	clock     quota.Clock
 	// failover holds the store (set by WithStore and WithStoreRetry) and
 	// decides when it fails.
 	failover failover
@@ -100,10 +101,26 @@ func WithStore(s quota.Store) Option {
 	})
 }
 
-// WithObserver sets who is told about decisions, waits, refusals,
-// upstream throttles and store errors (see SlogObserver and package prom).
+// WithObserver adds o to those told about decisions, waits, refusals,
+// upstream throttles and store errors (see SlogObserver and the packages
+// prom and otel). Each call adds one, as listeners do elsewhere (otelhttp's
+// WithFilter, go-redis's AddHook): a log, Prometheus and OpenTelemetry at
+// once need no glue,
+//
+//	throttle.WithObserver(throttle.SlogObserver(logger)),
+//	throttle.WithObserver(promObs),
+//	throttle.WithObserver(otelObs),
+//
+// and an option list put together in several places loses none of them.
+// Observers are called in the order they were added.
 func WithObserver(o Observer) Option {
-	return optionFunc(func(t *Transport) error { t.observer = o; return nil })
+	return optionFunc(func(t *Transport) error {
+		if o == nil {
+			return errors.New("throttle: WithObserver(nil)")
+		}
+		t.observers = append(t.observers, o)
+		return nil
+	})
 }
 
 // WithClock sets the clock the transport waits with. Tests only: the
@@ -258,11 +275,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 	if rsv.Wait > 0 && !shadow {
 		if err := t.wait(ctx, rsv); err != nil {
-			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Wait: rsv.Wait})
+			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
 			closeBody(req)
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
-		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
+		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
 	}
 	return t.send(req, &res, rsv)
 }
@@ -322,8 +339,8 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 }
 
 func (t *Transport) observe(ctx context.Context, e Event) {
-	if t.observer != nil {
-		t.observer.Observe(ctx, e)
+	for _, o := range t.observers {
+		o.Observe(ctx, e)
 	}
 }
 

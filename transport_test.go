@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,12 @@ func (r *recorder) Observe(_ context.Context, e throttle.Event) {
 	defer r.mu.Unlock()
 	e.Items, e.Statuses = nil, nil
 	r.events = append(r.events, e)
+}
+
+func (r *recorder) snapshot() []throttle.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
 }
 
 func (r *recorder) kinds() []throttle.EventKind {
