@@ -12,7 +12,15 @@ STATICCHECK := $(GOBIN)/staticcheck
 # Per test binary; a hung test fails here instead of stalling CI.
 TEST_TIMEOUT ?= 8m
 
-.PHONY: test redis clients staticcheck sdktest
+# Modules of their own inside this one (a go.mod in a directory below the
+# root): ./... stops at their boundary, so make test vets, checks and tests
+# each in its own directory. Found, not listed, so a new one is covered
+# without an edit here; bench is left out: make bench runs it. sdktest
+# compiles four vendor SDKs with -race: a few minutes on 2 cores the first
+# time, cached after.
+MODULES := $(filter-out bench,$(patsubst %/go.mod,%,$(wildcard */go.mod)))
+
+.PHONY: test redis clients staticcheck
 
 test: redis clients staticcheck
 	@echo '== gofmt'
@@ -25,16 +33,11 @@ test: redis clients staticcheck
 	$(STATICCHECK) ./...
 	@echo '== go test'
 	go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@$(MAKE) --no-print-directory sdktest
-
-# make sdktest: the vendor SDKs (Stripe, GitHub, OpenAI, Anthropic) driven
-# through NewClient against fake vendors (sdktest/, a module of its own so
-# that the SDKs stay out of go.mod; the root gofmt check covers it). The
-# first run compiles the SDKs with -race: a few minutes on 2 cores.
-sdktest: staticcheck
-	@echo '== sdktest: go vet, staticcheck, go test'
-	cd sdktest && go vet ./... && $(STATICCHECK) ./... && \
-		go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@for m in $(MODULES); do \
+		echo "== $$m (module): go vet, staticcheck, go test"; \
+		(cd $$m && set -x && go vet ./... && $(STATICCHECK) ./... && \
+			go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || exit 1; \
+	done
 
 # Internal helper: make sure redis-server is on PATH. As root it is installed
 # with apt-get; Debian's package starts a system redis on 6379, which the tests
