@@ -148,11 +148,7 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 	case throttle.StoreError:
 		o.storeErrors.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
 	case throttle.FellBack:
-		policy := ""
-		if e.Err != nil {
-			policy = e.Err.Error() // "fail_open" or "local"
-		}
-		o.fallbacks.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider), OnStoreErrorKey.String(policy)))
+		o.fallbacks.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider), OnStoreErrorKey.String(e.Policy.String())))
 		// Kinds the transport reports later (leases, debt) get an
 		// instrument of their own here and a line in the package doc;
 		// until then they are not recorded.

@@ -216,9 +216,9 @@ func TestMetricsOfThrottlesAndStoreErrors(t *testing.T) {
 		{Kind: throttle.UpstreamThrottled, Provider: "vendor", Status: 403},
 		{Kind: throttle.Paused, Provider: "vendor", Limit: "pause", Wait: 5 * time.Second},
 		{Kind: throttle.StoreError, Provider: "vendor", Err: errors.New("dial tcp: connection refused")},
-		{Kind: throttle.FellBack, Provider: "vendor", Err: errors.New("fail_open")},
-		{Kind: throttle.FellBack, Provider: "vendor", Err: errors.New("local")},
-		{Kind: throttle.FellBack, Provider: "vendor", Err: errors.New("local")},
+		{Kind: throttle.FellBack, Provider: "vendor", Policy: providers.FailOpen, Err: errors.New("dial tcp: connection refused")},
+		{Kind: throttle.FellBack, Provider: "vendor", Policy: providers.Local, Err: errors.New("dial tcp: connection refused")},
+		{Kind: throttle.FellBack, Provider: "vendor", Policy: providers.Local},
 		{Kind: throttle.EventKind(200), Provider: "vendor"}, // a kind from a later version: ignored
 	} {
 		f.obs.Observe(ctx, e)

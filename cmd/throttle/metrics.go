@@ -24,14 +24,18 @@ type proxyMetrics struct {
 // proxy's answers, and the Go runtime's and the process's.
 func newProxyMetrics() *proxyMetrics {
 	m := &proxyMetrics{
-		reg:      prometheus.NewRegistry(),
-		observer: prom.New(),
+		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "throttle_proxy_requests_total",
 			Help: `Requests the proxy answered, by provider ("" when no provider claims the host) and status (499: the client went away first).`,
 		}, []string{"provider", "code"}),
 	}
-	m.reg.MustRegister(m.observer, m.requests,
+	obs, err := prom.New(prom.WithRegisterer(m.reg))
+	if err != nil {
+		panic(err) // a fresh registry refuses nothing prom registers
+	}
+	m.observer = obs
+	m.reg.MustRegister(m.requests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
