@@ -28,26 +28,44 @@
 //     at t when count(window(t)) + c <= Rate; otherwise the earliest time is
 //     the start of the next window. Charging it at t adds c to window(t),
 //     so a reservation that waits into the next window is counted there.
+//   - Rolling window (Rate per Period, any trailing Period): buckets of
+//     width W = ceil(Period/RollingBuckets), aligned to multiples of W
+//     since the epoch. An event charged at t counts in the bucket b that
+//     holds t until b + W + Period, the bucket's end plus a Period: past
+//     any trailing Period that could hold the event. With S(x) the sum of
+//     the buckets still counted at x, the limit admits at t when S(t) + c
+//     <= Rate. S only falls as time passes, so the earliest time >= t is t
+//     or the expiry of a bucket (oldest first). Charging it at t adds c
+//     to t's bucket, which may lie ahead of now for a waiting reservation:
+//     S counts such buckets too. It never admits more than Rate in any
+//     trailing Period (S(x) is at least the events in (x - Period, x] for
+//     every x from the slot on, and an event changes no earlier count);
+//     it holds each event at most W longer than exact, so a steady demand
+//     is admitted at least Rate*(1 - 1/RollingBuckets) per Period. It
+//     looks at most Period + W ahead: a slot later than that is denied,
+//     which bounds a key to 2*RollingBuckets+2 buckets.
 //   - A pause admits at any time >= its paused-until.
 //
 // The store finds t* by a fixpoint: start at t = max(now, paused-until); ask
 // every limit in order for the earliest time >= t it admits; if one is
 // later, move t there (that limit is the decider) and ask again. Limits only
-// ever move t forward, and a window moves it a whole window at a time, so
-// this ends within a few rounds. A store looks at most three windows ahead
+// ever move t forward, a GCRA or rolling limit at most once (each admits
+// at every time from its earliest on), and a window moves it a whole
+// window at a time, so this ends within a few rounds. A store looks at most three windows ahead
 // (the one holding now and the two after it): a request that no window up
 // to the end of the third admits is denied with RetryAfter at that end.
 //
 // Per limit the Result gives Remaining and ResetAfter; see Status. Keys
 // expire when their state is back to idle (a GCRA tat in the past, a window
-// that has ended), so idle scopes cost no memory.
+// that has ended, every rolling bucket expired), so idle scopes cost no memory.
 //
 // # Cancel
 //
 // A waiter that will not use its slot cancels it (Reservation.Cancel). If
 // the slot time has come, nothing comes back. Otherwise each window gives c
-// back to the window it was charged to, while that window has not ended,
-// and each GCRA limit compares its stored tat with the tat this
+// back to the window it was charged to, while that window has not ended;
+// each rolling window gives c back to the bucket it was charged to (still
+// counted: it holds the slot, which has not come); and each GCRA limit compares its stored tat with the tat this
 // reservation set (its mark; the reservation also remembers prev, the
 // stored tat it replaced):
 //

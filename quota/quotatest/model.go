@@ -17,12 +17,16 @@ import (
 // takes the first at which every limit admits. Nor does it keep a GCRA
 // key's tat: it keeps the charges that make it up and folds them (see
 // charges.tat), so that Cancel is the design's rule itself rather than the
-// stores' bookkeeping of it. It keeps no TTLs and is not safe for
+// stores' bookkeeping of it. Nor does it keep a rolling window's buckets:
+// it keeps a log of every event admitted and places each in its bucket
+// when it asks what a limit counts; Check verifies the log against the
+// exact rule, at most Rate in any trailing Period. It keeps no TTLs and is not safe for
 // concurrent use. Differential compares stores against it, and Check
 // verifies that what it admitted never exceeds a limit.
 type Model struct {
 	gcra  map[string]*charges
 	count map[string]map[int64]int64
+	log   map[string][]*event // rolling: the events admitted, uncancelled
 	pause map[string]int64
 	// admitted is every reservation admitted, for Check.
 	admitted []*ModelReservation
@@ -35,6 +39,9 @@ type Model struct {
 // comes back once every reservation after it is gone); until then it
 // stays, at the slot it was given.
 type charges []*charge
+
+// event is one reservation's charge to a rolling window.
+type event struct{ slot, cost int64 }
 
 type charge struct {
 	slot      int64 // the reserved time, µs
@@ -54,7 +61,8 @@ func (cs charges) tat() int64 {
 
 // NewModel returns an empty Model.
 func NewModel() *Model {
-	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{}, pause: map[string]int64{}}
+	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{},
+		log: map[string][]*event{}, pause: map[string]int64{}}
 }
 
 // ModelReservation is what the Model decided, with what Cancel needs.
@@ -67,6 +75,7 @@ type ModelReservation struct {
 	slot      int64
 	charges   []*charge // per item: the GCRA charge, nil for a window
 	starts    []int64   // per item: the window start charged
+	events    []*event  // per item: the rolling window's event, else nil
 	cancelled bool      // cancelled before its slot: it never went
 	req       quota.Request
 }
@@ -74,6 +83,27 @@ type ModelReservation struct {
 func keyOf(tag, key string) string { return tag + "\x00" + key }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// expiry is when a rolling window stops counting an event at slot: the
+// end of its bucket (of width ceil(Period/RollingBuckets), aligned to the
+// epoch) plus the period.
+func expiry(l *quota.Limit, slot int64) int64 {
+	p := l.Period.Microseconds()
+	w := (p + quota.RollingBuckets - 1) / quota.RollingBuckets
+	return slot/w*w + w + p
+}
+
+// counted is what rolling window l counts at t under key k: the events
+// not expired by then.
+func (m *Model) counted(l *quota.Limit, k string, t int64) int64 {
+	var n int64
+	for _, e := range m.log[k] {
+		if expiry(l, e.slot) > t {
+			n += e.cost
+		}
+	}
+	return n
+}
 
 func bounds(cal quota.Calendar, t int64) (int64, int64) {
 	s, e := cal.Bounds(time.UnixMicro(t))
@@ -88,6 +118,9 @@ func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
 	if it.Limit.Kind == quota.GCRA {
 		tat := max(m.tat(k), now)
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
+	}
+	if it.Limit.Kind == quota.Rolling {
+		return m.counted(it.Limit, k, t)+cost <= it.Limit.Rate
 	}
 	start, _ := bounds(it.Limit.Calendar, t)
 	return m.count[k][start]+cost <= it.Limit.Rate
@@ -108,6 +141,15 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		if it.Limit.Kind == quota.GCRA {
 			tat := max(m.tat(k), n)
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
+			continue
+		}
+		if it.Limit.Kind == quota.Rolling {
+			for _, e := range m.log[k] {
+				candidates = append(candidates, expiry(it.Limit, e.slot))
+			}
+			// A rolling window looks one period and one bucket ahead.
+			p := it.Limit.Period.Microseconds()
+			horizon = min(horizon, n+p+(p+quota.RollingBuckets-1)/quota.RollingBuckets+1)
 			continue
 		}
 		_, e := bounds(it.Limit.Calendar, n)
@@ -154,6 +196,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r.Wait = time.Duration(slot-n) * time.Microsecond
 	r.charges = make([]*charge, len(req.Items))
 	r.starts = make([]int64, len(req.Items))
+	r.events = make([]*event, len(req.Items))
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		cost := req.CostOf(i)
@@ -168,6 +211,11 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			}
 			r.charges[i] = &charge{slot: slot, occupy: cost * it.Limit.Interval()}
 			*cs = append(*cs, r.charges[i])
+			continue
+		}
+		if it.Limit.Kind == quota.Rolling {
+			r.events[i] = &event{slot: slot, cost: cost}
+			m.log[k] = append(m.log[k], r.events[i])
 			continue
 		}
 		s, _ := bounds(it.Limit.Calendar, slot)
@@ -197,6 +245,11 @@ func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
 			rem = d / T
 		}
 		reset = tat - now
+	} else if it.Limit.Kind == quota.Rolling {
+		rem = it.Limit.Rate - m.counted(it.Limit, k, at)
+		for _, e := range m.log[k] {
+			reset = max(reset, expiry(it.Limit, e.slot)-now)
+		}
 	} else {
 		s, e := bounds(it.Limit.Calendar, at)
 		rem = it.Limit.Rate - m.count[k][s]
@@ -230,6 +283,11 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 			}
 			continue
 		}
+		if it.Limit.Kind == quota.Rolling {
+			// The slot has not come, so neither has the event's expiry.
+			m.log[k] = slices.DeleteFunc(m.log[k], func(e *event) bool { return e == r.events[i] })
+			continue
+		}
 		if _, e := bounds(it.Limit.Calendar, r.starts[i]); n < e {
 			m.count[k][r.starts[i]] = max(m.count[k][r.starts[i]]-r.req.CostOf(i), 0)
 		}
@@ -241,8 +299,10 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 // those cancelled before their slot) and requires, per key, for a GCRA
 // limit that any of them at slots x <= y with costs summing to c in [x, y]
 // have c*T <= y - x + DVT (the GCRA bound: a burst of Burst, then one per
-// T), and for a window that the costs whose slot lies in one window sum to
-// at most its rate. It assumes that a key is always named with the same
+// T), for a window that the costs whose slot lies in one window sum to at
+// most its rate, and for a rolling window that the costs whose slot lies
+// in any trailing period (x - Period, x] sum to at most its rate: the
+// exact rule, which knows nothing of buckets. It assumes that a key is always named with the same
 // limit, as Differential does.
 func (m *Model) Check() error {
 	type event struct{ slot, cost int64 }
@@ -286,6 +346,26 @@ func (m *Model) Check() error {
 				if over := T*sum - e.slot - least; over > dvt {
 					return fmt.Errorf("limit %s key %q: admitted %dµs of GCRA charge beyond the bound in a span ending at slot %v",
 						l.Name, k, over-dvt, time.UnixMicro(e.slot))
+				}
+			}
+			continue
+		}
+		if l.Kind == quota.Rolling {
+			// The count of (x - P, x] is highest at an event's slot x.
+			ev := kd.events
+			slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
+			p := l.Period.Microseconds()
+			var sum int64
+			first := 0
+			for _, e := range ev {
+				sum += e.cost
+				for ev[first].slot <= e.slot-p {
+					sum -= ev[first].cost
+					first++
+				}
+				if sum > l.Rate {
+					return fmt.Errorf("limit %s key %q: admitted %d in the %v up to %v, above its rate %d",
+						l.Name, k, sum, l.Period, time.UnixMicro(e.slot), l.Rate)
 				}
 			}
 			continue
