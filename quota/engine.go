@@ -414,6 +414,9 @@ func (c *cell) cancel(m mark, now int64) {
 // once, and nothing is ever loosened. lim and c are the limit and its
 // state at now.
 func drain(lim *Limit, c *cell, m mark, remaining, now int64) {
+	if lim.Kind == Rolling {
+		return // not synced (Reservation.Sync)
+	}
 	remaining = min(max(remaining, 0), lim.Capacity())
 	if lim.Kind == GCRA {
 		T, dvt := lim.Interval(), lim.Tolerance()

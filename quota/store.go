@@ -262,6 +262,10 @@ type Observed struct {
 // cannot have counted them. Sync never loosens a limit: an observation
 // above what the store holds changes nothing.
 //
+// A rolling window (Kind Rolling) is not synced: its observations are
+// ignored, since a trailing count cannot be placed in the buckets the
+// vendor's events fell in.
+//
 // Call it only with figures below the reservation's own Status.Remaining,
 // or it is a round trip that changes nothing. A Sync of a denied or
 // cancelled reservation, or with no observations, does nothing. An item

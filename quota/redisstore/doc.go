@@ -32,7 +32,9 @@
 // or grows without bound. Pause keys live in their own "!pause:" namespace, which no
 // item key can enter (SafeKey never starts a key with "!"). A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
-// and a pause key holds paused-until (µs). A "!cancelled:" key is written
+// a rolling window's key a hash from bucket start (µs) to count with its
+// sum, oldest and newest bucket and bucket width (see reserve.lua), and a
+// pause key holds paused-until (µs). A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
 // while a later one still held it, which come back once that one is
 // cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op

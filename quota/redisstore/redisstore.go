@@ -181,9 +181,12 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	}
 	argc, windows := 4, 0
 	for i := range req.Items {
-		if req.Items[i].Limit.Kind == quota.GCRA {
+		switch req.Items[i].Limit.Kind {
+		case quota.GCRA:
 			argc += 4
-		} else {
+		case quota.Rolling:
+			argc += 5
+		default:
 			argc += 8
 			windows++
 		}
@@ -197,8 +200,12 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	args = append(args, nowArg, s.slack, req.MaxWaitMicros(), n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if l.Kind == quota.GCRA {
+		switch l.Kind {
+		case quota.GCRA:
 			args = append(args, "g", req.CostOf(i), l.Interval(), l.Tolerance())
+			continue
+		case quota.Rolling:
+			args = append(args, "r", req.CostOf(i), l.Rate, l.Period.Microseconds(), l.BucketWidth())
 			continue
 		}
 		w := s.windowArgs(l.Calendar, clientNow)
@@ -233,10 +240,14 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		bi := &b.items[i]
-		bi.mark, bi.cost = d.marks[i], req.CostOf(i)
-		if l.Kind == quota.GCRA {
-			bi.gcra, bi.prev = true, d.prevs[i]
+		bi.kind, bi.mark, bi.cost = l.Kind, d.marks[i], req.CostOf(i)
+		switch l.Kind {
+		case quota.GCRA:
+			bi.prev = d.prevs[i]
 			bi.T, bi.dvt = l.Interval(), l.Tolerance()
+			continue
+		case quota.Rolling:
+			bi.end = l.BucketWidth()
 			continue
 		}
 		st := &bounds[w].starts
@@ -298,12 +309,12 @@ type booking struct {
 }
 
 type bookedItem struct {
-	gcra   bool
+	kind   quota.Kind
 	cost   int64 // what the reservation counted for in this limit
-	mark   int64 // GCRA: the tat set; window: the window start charged
+	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged
 	prev   int64 // GCRA: the stored tat the reservation replaced
 	T, dvt int64 // GCRA: the interval and tolerance (µs)
-	end    int64 // window: the end of the window charged
+	end    int64 // window: the end of the window charged; rolling: the bucket width
 	rate   int64 // window: the quota
 	atMark int64 // window: its count right after the charge
 }
@@ -319,10 +330,13 @@ func (b *booking) cancel(ctx context.Context) error {
 	args = append(args, b.s.nowArg(), b.s.slack, b.t, n)
 	for i := range b.items {
 		it := &b.items[i]
-		if it.gcra {
+		switch it.kind {
+		case quota.GCRA:
 			keys = append(keys, b.s.cancelledKey(b.keys[i]))
 			args = append(args, "g", it.mark, it.prev)
-		} else {
+		case quota.Rolling:
+			args = append(args, "r", it.cost, it.mark, it.end)
+		default:
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
@@ -344,17 +358,24 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 	}
 	keys := make([]string, 0, len(obs))
 	args := make([]any, 0, 3+7*len(obs))
-	args = append(args, b.s.nowArg(), b.s.slack, len(obs))
+	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
 	for _, o := range obs {
 		it := &b.items[o.Item]
 		r := max(o.Remaining, 0)
-		keys = append(keys, b.keys[o.Item])
-		if it.gcra {
+		switch it.kind {
+		case quota.GCRA:
 			args = append(args, "sync", "g", it.T, it.dvt, min(r, it.dvt/it.T), it.mark)
-		} else {
+		case quota.Window:
 			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
+		default:
+			continue // a rolling window is not synced (quota.Reservation.Sync)
 		}
+		keys = append(keys, b.keys[o.Item])
 	}
+	if len(keys) == 0 {
+		return nil
+	}
+	args[2] = len(keys)
 	v, err := b.s.run(ctx, afterScript, keys, args)
 	if err != nil {
 		return b.s.fail(ctx, "sync", err)
@@ -534,8 +555,8 @@ type decision struct {
 	decider int
 	limits  []quota.Status
 	// When admitted, per item what cancel.lua and after.lua need: the
-	// mark (GCRA: the tat set; window: the window start charged) and the
-	// prev (GCRA: the stored tat the decision replaced).
+	// mark (GCRA: the tat set; window, rolling: the window or bucket start
+	// charged) and the prev (GCRA: the stored tat the decision replaced).
 	marks, prevs []int64
 }
 
