@@ -728,7 +728,7 @@ type limitNodes struct {
 
 var limitFields = []string{
 	"name", "limit", "rate", "period", "burst", "quota", "per", "resets", "timezone",
-	"scope", "missing", "only",
+	"rolling", "scope", "missing", "only",
 }
 
 func (l *loader) limits(n *yaml.Node, path string, bp int64, names map[string]string) ([]Limit, []*limitNodes) {
@@ -785,7 +785,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	tzPath := path + ".timezone"
 	hasReset := false
 	if sn := f["limit"]; sn != nil {
-		for _, k := range []string{"rate", "period", "quota", "per"} {
+		for _, k := range []string{"rate", "period", "quota", "per", "rolling"} {
 			if f[k] != nil {
 				bad(f[k], path+"."+k, "%s cannot be combined with the short form \"limit\": write one or the other", k)
 			}
@@ -828,6 +828,31 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			if f["per"] != nil {
 				bad(f["per"], path+".per", "per is the unit of a calendar window (with quota); a GCRA limit has a period")
 			}
+			if rn := f["rolling"]; rn != nil {
+				bad(rn, path+".rolling", "rolling belongs to a quota (quota and per: a rolling window); a GCRA limit has rate and period")
+			}
+		case f["quota"] != nil && f["rolling"] != nil && rolls(f["rolling"]):
+			sf.kind = quota.Rolling
+			ln.capacity, ln.capField = f["quota"], "quota"
+			if v, ok := l.integer(f["quota"], path+".quota", 1, maxCount); ok {
+				sf.rate = v
+			} else {
+				good = false
+			}
+			if pn := f["per"]; pn == nil {
+				bad(n, path+".per", "missing: a rolling window needs per, its period, e.g. per: 24h")
+			} else if s, ok := l.str(pn, path+".per", "a duration such as 24h"); !ok {
+				good = false
+			} else if d, ok := rollingPeriods[s]; ok {
+				sf.period = d
+			} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
+				sf.period = d
+			} else {
+				bad(pn, path+".per", "want the rolling period as a duration such as 24h, 10s or 1h30m (or hour or day), got %q", s)
+			}
+			if f["period"] != nil {
+				bad(f["period"], path+".period", "period belongs to a GCRA limit (with rate); a rolling window has per")
+			}
 		case f["quota"] != nil:
 			sf.kind = quota.Window
 			ln.capacity, ln.capField = f["quota"], "quota"
@@ -850,8 +875,15 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			bad(n, path, "missing the limit itself: want limit (e.g. \"100/s\"), rate and period (GCRA) or quota and per (calendar window)")
 		}
 	}
+	if rn := f["rolling"]; rn != nil && f["limit"] == nil && f["rate"] == nil {
+		if _, ok := l.enum(rn, path+".rolling", "false", "true"); !ok {
+			good = false
+		}
+	}
 	if bn := f["burst"]; bn != nil {
 		switch {
+		case sf.kind == quota.Rolling:
+			bad(bn, path+".burst", "a rolling window has no burst: its whole quota is available at once")
 		case sf.kind == quota.Window:
 			bad(bn, path+".burst", "a calendar window has no burst: its whole quota is available at once")
 		case sf.burst != 0:
@@ -887,12 +919,12 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			good = false
 		}
 	}
-	if sf.kind == quota.GCRA && (resetNode != nil || tzNode != nil) {
+	if sf.kind != quota.Window && (resetNode != nil || tzNode != nil) {
 		node := resetNode
 		if node == nil {
 			node = tzNode
 		}
-		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is GCRA")
+		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is %s", sf.kind)
 	}
 	if sf.kind == quota.Window {
 		q.Calendar.Unit = sf.unit
@@ -958,6 +990,10 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if !good {
 		return nil, nil
 	}
+	if q.Kind == quota.Rolling && (q.Period < quota.MinRollingPeriod || q.Period.Microseconds() > quota.MaxExact) {
+		l.add(ln.capacity, join(path, ln.capField), "a rolling period of %v is out of range: want %v to 71 years", q.Period, quota.MinRollingPeriod)
+		return nil, nil
+	}
 	// The engine's own rules, as a backstop: the checks above should
 	// have caught everything it rejects.
 	if q.Kind == quota.GCRA {
@@ -976,6 +1012,15 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	}
 	return lim, ln
 }
+
+// rollingPeriods are the words a rolling window's per may be besides a
+// duration.
+var rollingPeriods = map[string]time.Duration{"hour": time.Hour, "day": 24 * time.Hour}
+
+// rolls reads a limit's rolling field: anything but false makes the limit
+// a rolling window, so that its per is read as one (an invalid value is
+// reported where the field is checked).
+func rolls(n *yaml.Node) bool { return n.Value != "false" }
 
 // loadLocation loads an IANA time zone. "Local" depends on the machine and
 // is refused.
