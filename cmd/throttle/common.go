@@ -268,6 +268,9 @@ func scopePart(s providers.Scope, v string) string {
 // spec formats a limit in the configuration's short form, with headroom
 // applied (the numbers the store enforces).
 func spec(l *quota.Limit) string {
+	if l.Kind == quota.Rolling {
+		return fmt.Sprintf("%d/%s rolling", l.Rate, periodString(l.Period))
+	}
 	if l.Kind == quota.GCRA {
 		s := fmt.Sprintf("%d/%s", l.Rate, periodString(l.Period))
 		if l.Capacity() != l.Rate {
@@ -289,7 +292,7 @@ func spec(l *quota.Limit) string {
 	return s
 }
 
-// periodString writes a GCRA period as the short form's unit: ms, s, min,
+// periodString writes a GCRA or rolling period as the short form's unit: ms, s, min,
 // h, or a duration such as 10s or 24h.
 func periodString(d time.Duration) string {
 	switch d {
