@@ -62,8 +62,8 @@
 // # Limits
 //
 // Each limit has a name, unique within its provider (routes included), and
-// is either a GCRA limit or a calendar window, written in a short form or
-// with explicit fields:
+// is a GCRA limit, a calendar window or a rolling window, written in a
+// short form or with explicit fields:
 //
 //	limits:
 //	- {name: peak, limit: 100/s}                    # GCRA: 100 per second, burst 100
@@ -74,13 +74,18 @@
 //	- {name: daily, quota: 250000, per: day, resets: "00:00", timezone: America/Los_Angeles}
 //	- {name: monthly, limit: 1000000/month}         # windows: hour, day, month
 //	- {name: hourly, limit: 1000/hour resets 00:30} # "resets" makes /hour a window
+//	- {name: api, limit: 15000/24h rolling}         # at most 15000 in any trailing 24h
+//	- {name: api, quota: 15000, per: 24h, rolling: true}
 //
 // N/ms, /s, /min, /h and /<duration> are GCRA limits; N/day and N/month are
 // calendar windows (a GCRA over a day would admit twice the quota in one
 // calendar day); N/hour is a window only with "resets". A window resets at
 // 00:00 UTC unless told otherwise; an hourly window resets at 00:MM past
 // each hour. The time zone is an IANA name; programs in minimal container
-// images should import time/tzdata.
+// images should import time/tzdata. "rolling" after any period (a
+// duration, h, or day for 24h; not month) makes a rolling window: at most
+// N in any trailing period, never more (quota's doc, "The decision"). It
+// has no burst and no reset; its period is 1ms to 71 years.
 //
 // headroom scales every rate, burst and quota at load time:
 // floor(n*headroom), never below 1. Load then checks each limit with

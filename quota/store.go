@@ -176,7 +176,8 @@ type Status struct {
 	// once, at the decision's slot time (at the store's now when denied).
 	Remaining int64
 	// ResetAfter is how long until the limit is back to its full capacity:
-	// a GCRA limit drained, or the current calendar window ended.
+	// a GCRA limit drained, the current calendar window ended, or every
+	// bucket of a rolling window expired.
 	ResetAfter time.Duration
 }
 
