@@ -199,7 +199,8 @@
 // of its stack. Resolve puts the one that applies in Resolution.Sync; the
 // transport reads the counters and drains the store to them
 // (quota.Reservation.Sync). An unknown format, a counter mapped to an
-// unknown limit and a missing or empty counters map are errors.
+// unknown limit or to a rolling window (whose trailing count cannot be
+// placed in its buckets) and a missing or empty counters map are errors.
 //
 // # Variables
 //

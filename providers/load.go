@@ -1308,14 +1308,21 @@ func (l *loader) sync(n *yaml.Node, path, what string, stacks ...[]*limitNodes) 
 			ok = false
 			continue
 		}
-		found := false
+		var found *Limit
 		for _, lns := range stacks {
 			for _, ln := range lns {
-				found = found || ln.lim.Quota.Name == name
+				if ln.lim.Quota.Name == name {
+					found = ln.lim
+				}
 			}
 		}
-		if !found {
+		if found == nil {
 			l.add(v, kp, "no limit %q in %s: sync maps a vendor counter to a limit of it", name, what)
+			ok = false
+			continue
+		}
+		if found.Quota.Kind == quota.Rolling {
+			l.add(v, kp, "limit %q is a rolling window, which sync cannot drain: map the counter to a GCRA or calendar-window limit", name)
 			ok = false
 			continue
 		}

@@ -106,6 +106,17 @@ func testSync(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testSyncRolling: a rolling window is not synced; a Sync of one changes
+// nothing and costs no error.
+func testSyncRolling(t *testing.T, newStore NewStore) {
+	s := newSyncCase(t, newStore, &quota.Limit{Name: "trailing", Kind: quota.Rolling, Rate: 10, Period: time.Hour})
+	a := s.reserve()
+	s.sync(a, quota.Observed{Remaining: 0})
+	if got := s.admitted(); got != 9 {
+		t.Errorf("after a sync of a rolling window to 0: %d admitted at once, want the 9 left", got)
+	}
+}
+
 // syncCase is one store and a one-limit request for testSync.
 type syncCase struct {
 	t     *testing.T
