@@ -44,7 +44,10 @@
 //     is admitted at least Rate*(1 - 1/RollingBuckets) per Period. It
 //     looks at most Period + W ahead: a slot later than that is denied,
 //     which bounds a key to 2*RollingBuckets+2 buckets.
-//   - A pause admits at any time >= its paused-until.
+//   - A pause admits at any time >= its paused-until. It also drains
+//     every GCRA limit of the request, in force or not: with P the latest
+//     paused-until of the request's pauses, tat = max(tat, P +
+//     min(DVT, PauseDrain) - c*T) (see "After a pause").
 //
 // The store finds t* by a fixpoint: start at t = max(now, paused-until); ask
 // every limit in order for the earliest time >= t it admits; if one is
@@ -58,6 +61,34 @@
 // Per limit the Result gives Remaining and ResetAfter; see Status. Keys
 // expire when their state is back to idle (a GCRA tat in the past, a window
 // that has ended, every rolling bucket expired), so idle scopes cost no memory.
+//
+// # After a pause
+//
+// A pause is set when the vendor throttled a request: the fleet sent more
+// than the vendor would take (its account is shared, or its limit is lower
+// than configured). Time passing during the pause refills every bucket, so
+// without more, the requests held back, and those that arrive when it
+// ends, would go at the pause's end as one burst, which the vendor
+// throttles again. So a pause drains the GCRA buckets of the requests it
+// holds back: at the pause's end P, a limit's bucket holds room for the
+// request being decided (cost c) and nothing more, tat >= P + DVT - c*T.
+// The first request still goes at P, and the ones after it follow one per
+// T, at the limit's rate, regaining the burst only as the bucket refills.
+// A bucket is drained by at most PauseDrain's worth of refill (a minute):
+// the pause says the vendor's short-term rate was exceeded, so the bursts
+// of per-second and per-minute limits go, while an hourly limit keeps most
+// of its burst.
+//
+// The drain only raises a tat, so it never admits more than the limits
+// would. It is computed from the pause's paused-until alone, which the
+// decision reads anyway, in force or not: a request decided after the
+// pause has ended is drained too (with fail-fast callers, nothing is
+// admitted during a pause), and once now passes P + PauseDrain the drain
+// is below now and changes nothing. So a store keeps a pause PauseDrain
+// past its end, and a longer TTL never changes a decision. The first
+// reservation after the pause stores the drained tat, which paces the
+// ones after it. Calendar windows are not drained: a window's count is
+// already the vendor's count of that window.
 //
 // # Cancel
 //

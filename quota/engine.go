@@ -77,9 +77,13 @@ func (c *cell) add(start, end, n, now int64) {
 	}
 }
 
-// expires is when the cell is back to idle and may be forgotten.
+// expires is when the cell is back to idle and may be forgotten: a pause
+// is kept PauseDrain past its end, while it may still drain.
 func (c *cell) expires() int64 {
-	e := max(c.tat, c.until)
+	e := c.tat
+	if c.until > 0 {
+		e = max(e, c.until+pauseDrain)
+	}
 	for _, w := range c.wins {
 		e = max(e, w.end)
 	}
@@ -234,6 +238,9 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	t, decider = now, NoDecider
 	if paused > t {
 		t, decider = paused, PausedDecider
+	}
+	if paused > 0 {
+		drainPaused(items, paused)
 	}
 	for round := 0; round < maxRounds; round++ {
 		moved := false

@@ -17,10 +17,13 @@ import (
 // takes the first at which every limit admits. Nor does it keep a GCRA
 // key's tat: it keeps the charges that make it up and folds them (see
 // charges.tat), so that Cancel is the design's rule itself rather than the
-// stores' bookkeeping of it. Nor does it keep a rolling window's buckets:
-// it keeps a log of every event admitted and places each in its bucket
-// when it asks what a limit counts; Check verifies the log against the
-// exact rule, at most Rate in any trailing Period. It keeps no TTLs and is not safe for
+// stores' bookkeeping of it. A pause drains the GCRA buckets of the
+// requests it holds back: the model books such a request's charge as if
+// it went no earlier than the drain's floor (see floor). Nor does it keep
+// a rolling window's buckets: it keeps a log of every event admitted and
+// places each in its bucket when it asks what a limit counts; Check
+// verifies the log against the exact rule, at most Rate in any trailing
+// Period. It keeps no TTLs and is not safe for
 // concurrent use. Differential compares stores against it, and Check
 // verifies that what it admitted never exceeds a limit.
 type Model struct {
@@ -110,13 +113,28 @@ func bounds(cal quota.Calendar, t int64) (int64, int64) {
 	return micros(s), micros(e)
 }
 
-// admits reports whether item i admits its cost at t.
-func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
+// floor is the least tat the latest pause of req, until paused, leaves
+// GCRA item i: the design's "After a pause" says the bucket then holds,
+// at the pause's end, room for this request's cost alone, drained by at
+// most quota.PauseDrain. 0 when there was no pause or the item is a
+// window.
+func floor(req *quota.Request, i int, paused int64) int64 {
+	l := req.Items[i].Limit
+	if paused == 0 || l.Kind != quota.GCRA {
+		return 0
+	}
+	drained := min(l.Tolerance(), quota.PauseDrain.Microseconds())
+	return paused + drained - req.CostOf(i)*l.Interval()
+}
+
+// admits reports whether item i admits its cost at t, with a pause in
+// force until paused.
+func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 	it := req.Items[i]
 	cost := req.CostOf(i)
 	k := keyOf(req.Tag, it.Key)
 	if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat(k), now)
+		tat := max(m.tat(k), now, floor(req, i, paused))
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	}
 	if it.Limit.Kind == quota.Rolling {
@@ -139,7 +157,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		if it.Limit.Kind == quota.GCRA {
-			tat := max(m.tat(k), n)
+			tat := max(m.tat(k), n, floor(&req, i, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			continue
 		}
@@ -169,7 +187,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		}
 		ok := true
 		for i := range req.Items {
-			if !m.admits(&req, i, c, n) {
+			if !m.admits(&req, i, c, n, paused) {
 				ok = false
 				break
 			}
@@ -188,7 +206,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond
 		}
 		for i := range req.Items {
-			r.Limits[i] = m.status(&req, i, n, n)
+			r.Limits[i] = m.status(&req, i, n, n, floor(&req, i, paused))
 		}
 		return r
 	}
@@ -209,7 +227,9 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			if cs.tat() <= n { // idle: no charge can matter any more
 				*cs = (*cs)[:0]
 			}
-			r.charges[i] = &charge{slot: slot, occupy: cost * it.Limit.Interval()}
+			// Drained by a pause: booked as if it went at the floor.
+			at := max(slot, floor(&req, i, paused))
+			r.charges[i] = &charge{slot: at, occupy: cost * it.Limit.Interval()}
 			*cs = append(*cs, r.charges[i])
 			continue
 		}
@@ -227,18 +247,19 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	}
 	m.admitted = append(m.admitted, r)
 	for i := range req.Items {
-		r.Limits[i] = m.status(&req, i, n, slot)
+		r.Limits[i] = m.status(&req, i, n, slot, 0)
 	}
 	return r
 }
 
-// status is the design's Remaining and ResetAfter of item i at time at.
-func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
+// status is the design's Remaining and ResetAfter of item i at time at,
+// with a GCRA tat of at least least.
+func (m *Model) status(req *quota.Request, i int, now, at, least int64) quota.Status {
 	it := req.Items[i]
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
 	if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat(k), now)
+		tat := max(m.tat(k), now, least)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
 		if d >= 0 {

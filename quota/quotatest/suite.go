@@ -225,12 +225,13 @@ func cases() []conformanceCase {
 				{cost: 10, ok: true, decider: noD},
 				{cost: 10, maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: 0},
 				{pause: 2300 * time.Millisecond},
-				// the pause, not the limit, sets this slot: 2.3s, tat 2.5s
+				// the pause, not the limit, sets this slot: 2.3s; it drained
+				// the bucket (tat 2.3s + 1s - 0.2s), so the tat is 3.3s
 				{cost: 2, maxWait: 3 * time.Second, ok: true, wait: 2300 * time.Millisecond, decider: paused},
 				// nothing may come back: the reservation of step 4 still goes at
-				// 2.3s and needs the tat at 2.5s
+				// 2.3s and needs the tat at 3.3s
 				{cancel: 2},
-				{after: 2300 * time.Millisecond, cost: 10, maxWait: time.Second, ok: true, wait: 200 * time.Millisecond, decider: 0},
+				{after: 2300 * time.Millisecond, cost: 10, maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
 			}},
 		{name: "cancel after the slot's time gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
 			steps: []step{
@@ -262,9 +263,42 @@ func cases() []conformanceCase {
 			steps: []step{
 				{pause: 5 * time.Second},
 				{pause: time.Second},
-				{ok: false, wait: 5 * time.Second, decider: paused, remain: []int64{10}},
-				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused, remain: []int64{9}},
-				{after: 5 * time.Second, ok: true, decider: noD},
+				// drained: nothing left until the pause ends
+				{ok: false, wait: 5 * time.Second, decider: paused, remain: []int64{0}},
+				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused, remain: []int64{0}},
+				// the pause has ended; its drain holds the pace
+				{after: 5 * time.Second, ok: false, wait: 100 * time.Millisecond, decider: 0},
+			}},
+		{name: "after a pause the requests it held go one per interval, not in a burst",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{pause: 2 * time.Second},
+				// the first goes at the pause's end, the bucket has room for it alone
+				{maxWait: 3 * time.Second, ok: true, wait: 2 * time.Second, decider: paused, remain: []int64{0}},
+				{maxWait: 3 * time.Second, ok: true, wait: 2100 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{cost: 3, maxWait: 3 * time.Second, ok: true, wait: 2400 * time.Millisecond, decider: 0, remain: []int64{0}},
+				// the pause is gone; the requests after its end keep the pace
+				{after: 2400 * time.Millisecond, ok: false, wait: 100 * time.Millisecond, decider: 0},
+				{after: 100 * time.Millisecond, ok: true, decider: noD, remain: []int64{0}},
+				// long after, the bucket is full again
+				{after: 10 * time.Second, ok: true, decider: noD, remain: []int64{9}},
+			}},
+		{name: "a pause drains a stack's every GCRA limit, with its own cost, and no window",
+			limits: []*quota.Limit{gcra("requests", 10, time.Second, 0), gcra("tokens", 100, time.Second, 0), window("hourly", 100, hour, 0, time.UTC)},
+			costs:  []int64{1, 40, 0},
+			steps: []step{
+				{pause: time.Second},
+				{cost: 2, maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: paused, remain: []int64{0, 0, 98}},
+				// tokens: tat 2s, so 40 more at 1.4s; requests: tat 2s, one at 1.1s
+				{cost: 2, maxWait: 2 * time.Second, ok: true, wait: 1400 * time.Millisecond, decider: 1, remain: []int64{3, 0, 96}},
+			}},
+		{name: "a pause drains at most PauseDrain of a bucket, after its end too",
+			limits: []*quota.Limit{gcra("hourly", 3600, time.Hour, 0)},
+			steps: []step{
+				{pause: time.Second},
+				// at the pause's end: a minute drained, one request charged
+				{after: time.Second, ok: true, decider: noD, remain: []int64{3540}},
+				{after: 30 * time.Second, ok: true, decider: noD, remain: []int64{3569}},
 			}},
 		{name: "a limit behind a pause decides when it is later", limits: []*quota.Limit{gcra("one", 1, 10*time.Second, 1)},
 			steps: []step{

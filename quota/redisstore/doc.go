@@ -40,7 +40,9 @@
 // cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
 // "sync" per item, one call for every limit a response drains), which
 // writes only the item keys, and rebuilds a key Redis lost from the
-// vendor's figure. Every key expires when its state is back to idle. A key keeps one kind: the same key used by a GCRA limit
+// vendor's figure. Every key expires when its state is back to idle; a
+// pause key quota.PauseDrain after the pause, while it still drains the
+// buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.

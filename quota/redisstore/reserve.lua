@@ -52,6 +52,13 @@ buckets, so a decision reads each bucket once at most and mostly none.
 Sums stay below 2^53: counts at most the rate (at most 2^51) per period
 spanned.
 
+Pauses. The latest paused-until of the pause keys holds the request back
+while it is in force, and drains every GCRA item before the fixpoint, in
+force or not: tat = max(tat, paused + min(DVT, drain) - cost*T), which
+changes nothing once now passes paused + drain (a pause key lives that
+long). It stays below 2^53 µs like the slot times (paused is at most now +
+2^51, drain a minute).
+
 The fixpoint ends within a few rounds (a GCRA or rolling limit moves t at
 most once, a window at most once per window of its horizon); it is capped
 at 16 rounds, and running out of rounds denies, never over-admits.
@@ -208,6 +215,17 @@ local paused = 0
 for p = n + 1, #KEYS do
   local u = tonumber(redis.call('GET', KEYS[p]))
   if u and u > paused then paused = u end
+end
+-- A pause drains the GCRA buckets it holds back: at its end each has room
+-- for this request alone, drained by at most quota.PauseDrain (package
+-- quota's doc, "After a pause").
+if paused > 0 then
+  local drain = 60000000 -- quota.PauseDrain, µs
+  for i = 1, n do
+    if kind[i] == 'g' then
+      tat[i] = math.max(tat[i], paused + math.min(dvt[i], drain) - cost[i] * T[i])
+    end
+  end
 end
 
 -- The fixpoint.

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -476,7 +477,7 @@ func TestTTLs(t *testing.T) {
 	for key, want := range map[string]time.Duration{
 		st.prefix + "{v}:slow":     time.Hour,
 		st.prefix + "{v}:daily":    dayEnd.Sub(now),
-		st.prefix + "{v}:!pause:p": 10 * time.Minute,
+		st.prefix + "{v}:!pause:p": 10*time.Minute + quota.PauseDrain, // while it may drain
 	} {
 		got := client.PTTL(ctx, key).Val()
 		// Generous below: the TTLs were set a moment before now was read.
@@ -509,7 +510,8 @@ func TestDeniedLeavesNoTrace(t *testing.T) {
 	if err := st.Pause(context.Background(), "v", "p", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Millisecond)
+	// Past the pause's drain (quota.PauseDrain), whose key is still there.
+	clock.Advance(time.Millisecond + quota.PauseDrain)
 	if res := reserve(t, st, req, 1, 0); !res.Allowed {
 		t.Fatalf("first: %+v", res.Result)
 	}
@@ -800,5 +802,16 @@ func TestRollingWidthChange(t *testing.T) {
 	}
 	if got := client.HLen(ctx, st.prefix+"{v}:roll").Val(); got != 5 {
 		t.Errorf("the key holds %d fields, want one bucket and its four own", got)
+	}
+}
+
+// TestScriptsDrainByPauseDrain: reserve.lua and pause.lua write
+// quota.PauseDrain as a number of their own; they must agree with it.
+func TestScriptsDrainByPauseDrain(t *testing.T) {
+	want := fmt.Sprintf("local drain = %d -- quota.PauseDrain, µs", quota.PauseDrain.Microseconds())
+	for name, src := range map[string]string{"reserve.lua": reserveLua, "pause.lua": pauseLua} {
+		if !strings.Contains(src, want) {
+			t.Errorf("%s does not hold %q", name, want)
+		}
 	}
 }
