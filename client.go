@@ -35,6 +35,14 @@ import (
 // limit) is sent once, still throttled and still pausing the scope on a
 // vendor throttle, and its response, a 429 included, is the caller's.
 //
+// A vendor's billing stop (OpenAI's 429 "insufficient_quota" with
+// signals body: openai) is neither retried nor paused on: the client
+// returns a *QuotaError matching ErrQuotaExhausted instead of the
+// response, so that the caller, or an SDK given this client, does not
+// take it for a throttle worth retrying. (An SDK that retries transport
+// errors gets the same error again at once: the retries are NewClient's
+// job, turn the SDK's off.) The Transport itself returns the response.
+//
 // The options are New's, plus WithRetries and WithRetryBodyLimit.
 func NewClient(opts ...Option) (*http.Client, error) {
 	t, err := New(opts...)
@@ -76,7 +84,7 @@ func (t *Transport) Client() *http.Client {
 	}
 	rc.Backoff = policy.Backoff
 	rc.ErrorHandler = backoff.PassthroughErrorHandler
-	return &http.Client{Transport: retrying{rc, t.retry.bodyLimit}}
+	return &http.Client{Transport: retrying{rc, t.retry.bodyLimit, t}}
 }
 
 // useLastResponse hands every redirect back to the caller's client.
@@ -93,9 +101,21 @@ func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseL
 type retrying struct {
 	client    *retryablehttp.Client
 	bodyLimit int64
+	t         *Transport
 }
 
 func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.roundTrip(req)
+	if err != nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		return resp, err
+	}
+	if qe := r.t.quotaExhausted(resp); qe != nil {
+		return nil, qe
+	}
+	return resp, nil
+}
+
+func (r retrying) roundTrip(req *http.Request) (*http.Response, error) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	size := req.ContentLength
 	if hasBody && req.GetBody != nil && size <= 0 {
@@ -156,6 +176,23 @@ func unwrap(resp *http.Response, err error) (*http.Response, error) {
 		return resp, ue.Err
 	}
 	return resp, err
+}
+
+// quotaExhausted returns the error that stands for resp when its
+// provider's signals say it is a billing stop, having read the start of
+// its body and closed it; nil, with resp untouched, otherwise.
+func (t *Transport) quotaExhausted(resp *http.Response) *QuotaError {
+	if resp.Request == nil {
+		return nil
+	}
+	res, _, _ := t.registry.Resolve(resp.Request, providers.Input{})
+	if res.Provider == nil || !backoff.Classify(resp, &res.Provider.Signals, t.clock.Now()).QuotaExhausted {
+		return nil
+	}
+	// Classify has read up to MaxBodyPeek bytes already: no network read.
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, backoff.MaxBodyPeek))
+	_ = resp.Body.Close()
+	return &QuotaError{Provider: res.Provider.Name, StatusCode: resp.StatusCode, Body: body}
 }
 
 // signalsFor returns the throttling signals of req's provider, or nil.

@@ -68,7 +68,9 @@ type Event struct {
 	// Status is the upstream response's status (UpstreamThrottled).
 	Status int
 	// Err is the store's error (StoreError), or why the store did not
-	// decide (FellBack).
+	// decide (FellBack), or why the vendor's signal in the body could not
+	// be read (UpstreamThrottled: it wraps backoff.ErrMalformed, and the
+	// headers gave the delay).
 	Err error
 	// Policy is the on_store_error policy that decided (FellBack).
 	Policy providers.StoreErrorPolicy

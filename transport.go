@@ -304,9 +304,13 @@ func (t *Transport) wait(ctx context.Context, rsv *quota.Reservation) error {
 }
 
 // send sends req and, when the vendor says it throttled it, pauses the
-// request's scope fleet-wide. With a sync configured, it first reconciles
-// the store with the vendor's counters (sync.go); rsv is the request's
-// reservation, nil when the store did not decide it.
+// request's scope fleet-wide, and the provider's own pause too when the
+// vendor says the limit hit is its global one (Discord's global: true).
+// A billing stop (backoff.Verdict.QuotaExhausted) is no throttle: it
+// pauses nothing, and is returned as the response it is. With a sync
+// configured, it first reconciles the store with the vendor's counters
+// (sync.go); rsv is the request's reservation, nil when the store did not
+// decide it.
 func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quota.Reservation) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp == nil {
@@ -319,7 +323,7 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	if !v.Throttled {
 		return resp, nil
 	}
-	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay})
+	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
 	if res.Pause == "" || res.Request.Tag == "" {
 		return resp, nil
 	}
@@ -334,6 +338,13 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	defer cancel()
 	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d) {
 		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+	}
+	// A tenant's requests read their own pause alone (one hash tag per
+	// decision): the provider's pause holds back the rest.
+	if tag, key := p.PauseKey(""); v.Global && (tag != res.Request.Tag || key != res.Pause) {
+		if t.failover.pause(pctx, p, tag, key, d) {
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+		}
 	}
 	return resp, nil
 }

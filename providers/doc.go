@@ -184,6 +184,15 @@
 //	  delay_headers: [Retry-After-Ms]
 //	  default_delay: 1m          # delay of a throttled response that names none
 //	  max_delay: 10m             # cap on any vendor-supplied delay
+//	  body: discord              # or openai: read the vendor's 429 body (Signals.Body)
+//
+// body: discord reads Discord's 429 body: its decimal retry_after is the
+// delay, before any header, and global: true says the bot's global limit
+// was hit, which pauses the provider's own pause as well as the request's
+// (see the transport). body: openai tells OpenAI's 429
+// "insufficient_quota", a billing stop, from a rate limit: it is neither
+// paused on nor retried, and throttle.NewClient returns it as an error
+// matching throttle.ErrQuotaExhausted.
 //
 // # Sync
 //

@@ -616,7 +616,7 @@ func (l *loader) tenantKeys(p *Provider, lims []*limitNodes, keys *yaml.Node, pa
 
 func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 	var s backoff.Signals
-	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "default_delay", "max_delay")
+	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "default_delay", "max_delay", "body")
 	if f == nil {
 		return s
 	}
@@ -640,6 +640,17 @@ func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 	}
 	if r := f["max_delay"]; r != nil {
 		s.MaxDelay, _ = l.duration(r, path+".max_delay", false)
+	}
+	if r := f["body"]; r != nil {
+		if b, ok := l.str(r, path+".body", "a body format"); ok {
+			switch b {
+			case backoff.BodyDiscord, backoff.BodyOpenAI:
+				s.Body = b
+			default:
+				l.add(r, path+".body", "unknown body format %q: want %s (retry_after and global in a 429's JSON) or %s (insufficient_quota, a billing stop)",
+					b, backoff.BodyDiscord, backoff.BodyOpenAI)
+			}
+		}
 	}
 	return s
 }
