@@ -57,7 +57,9 @@ var inspectScript = redis.NewScript(inspectLua)
 // A Snapshot is the state of a request's limits and pauses at one moment
 // on the store's clock, read without changing anything. It is computed
 // with the formulas of package quota's doc, "The decision", as a request
-// of cost 1 that is not charged would see it.
+// of cost 1 that is not charged would see it, except for a pause's drain
+// ("After a pause"): during a pause and up to quota.PauseDrain after it,
+// a GCRA limit may admit less at once than its Remaining says.
 type Snapshot struct {
 	// Now is the store's time (the Redis server's TIME) when the state
 	// was read.
