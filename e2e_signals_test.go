@@ -14,7 +14,7 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/backoff"
-	"github.com/fleetquota/throttle/internal/fakevendor"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // Signals that vendors put in 429 bodies and in the should-retry headers,
@@ -82,7 +82,7 @@ func TestE2EDiscordGlobal429PausesTheProvider(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := e2eVendor(t, fakevendor.Options{ThrottleBody: tc.body})
+			v := e2eVendor(t, throttletest.Options{ThrottleBody: tc.body})
 			tr, _ := e2eTransport(t, e2eDiscord, v.Host())
 			url := v.URL + "/api/v10/channels/1/messages"
 			v.ThrottleNext(1)
@@ -113,7 +113,7 @@ func TestE2EDiscordMalformedBody(t *testing.T) {
 	for _, body := range []string{`<html>rate limited</html>`, `{"retry_after":-3}`, `{"retry_after":"64"}`, `{"retry_after":1e300,"global":true}`} {
 		t.Run(body, func(t *testing.T) {
 			t.Parallel()
-			v := e2eVendor(t, fakevendor.Options{ThrottleBody: body})
+			v := e2eVendor(t, throttletest.Options{ThrottleBody: body})
 			var mu sync.Mutex
 			var throttled []throttle.Event
 			tr, _ := e2eTransport(t, e2eDiscord, v.Host(), throttle.WithObserver(observerFunc(func(e throttle.Event) {
@@ -148,7 +148,7 @@ func TestE2EDiscordMalformedBody(t *testing.T) {
 func TestE2EOpenAIBillingStop(t *testing.T) {
 	t.Parallel()
 	const body = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
-	v := e2eVendor(t, fakevendor.Options{ThrottleBody: body})
+	v := e2eVendor(t, throttletest.Options{ThrottleBody: body})
 	obs := &e2eEvents{}
 	tr, client := e2eTransport(t, `
 providers:
