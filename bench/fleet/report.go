@@ -141,7 +141,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 				if lf.Overshoot > 0 && lf.Scope != "" {
 					where = " in " + lf.Scope
 				}
-				fmt.Fprintf(&b, " overshoot %d%s; max %d / %d |", lf.Overshoot, where, lf.MaxWindow, lf.Allowed)
+				most429 := ""
+				if limitKind(sc, lf.Name) == KindWindow {
+					most429 = fmt.Sprintf("; at most %d× 429 in one window", lf.Most429)
+				}
+				fmt.Fprintf(&b, " overshoot %d%s; max %d / %d%s |", lf.Overshoot, where, lf.MaxWindow, lf.Allowed, most429)
 			}
 			b.WriteString(" " + outcomesStr(f.Outcomes) + " |\n")
 		}
@@ -176,6 +180,10 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 					case "pause":
 						why = fmt.Sprintf("decisions held up by CLIENT PAUSE went out together when it ended (arrival lag up to %s)", dur(f.LagMax))
 					}
+				}
+				if limitKind(sc, lf.Name) == KindWindow {
+					why = fmt.Sprintf("a fixed window: the fleet's arrivals plus the other client's requests went beyond the window's count "+
+						"(at most %d× 429 to the fleet in one window)", lf.Most429)
 				}
 				if f.Algo == AlgoThrottleLocal && sc.Event != "" && !daily {
 					why = "while Redis failed each process decided alone, at 1/N with a fresh burst, " +
@@ -213,12 +221,17 @@ const howToRead = `## How to read it
   request and enforces its published semantics with its own arithmetic
   (independent of package quota): a GCRA per second, a calendar daily
   quota (a real UTC day window with a small quota), a Shopify-style leaky
-  bucket. A refused request gets 429 with Retry-After (whole seconds).
+  bucket, a fixed window. A refused request gets 429 with Retry-After
+  (whole seconds). Where a scenario says so, every response carries the
+  count of one window limit (X-RateLimit-Limit, -Remaining, -Reset).
 - **Max overshoot**: over the fleet's arrivals (served or not), the most
   requests beyond what the limit allows in any interval (GCRA and bucket:
   max over i <= j of (j-i+1) - burst - floor((a_j-a_i)/interval)) or in
   any calendar day, in any scope. 0 means the arrivals conform: the
-  vendor, starting idle, would have served all of them.
+  vendor, starting idle, would have served all of them. For a fixed
+  window shared with another client: per window, the fleet's arrivals
+  plus the other client's requests beyond the limit (the other client's
+  share counts first).
 - **Ideal** is what a perfect client would have had served from the same
   offered load: the vendor's enforcement run over the offered requests
   (each sent at once, or in wait mode at the earliest time within max
@@ -257,6 +270,16 @@ func proxySection(b *strings.Builder, r *ProxyResult) {
 	fmt.Fprintf(b, "Added = proxied percentile − direct percentile (not a percentile of differences). "+
 		"The proxy process used %s of CPU (user+sys) per request it served. Phases of %v; "+
 		"the client, the proxy, Redis and the vendor share the machine's CPUs.\n", dur(r.ProxyCPU), r.Duration)
+}
+
+// limitKind is the kind of the scenario's vendor limit called name.
+func limitKind(sc *Scenario, name string) string {
+	for _, l := range sc.Vendor {
+		if l.Name == name {
+			return l.Kind
+		}
+	}
+	return ""
 }
 
 func pctStr(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

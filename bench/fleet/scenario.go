@@ -15,13 +15,17 @@ const (
 	// process falls back to an in-process limiter at 1/N of every limit
 	// while Redis fails); only the Redis failure scenarios run it.
 	AlgoThrottleLocal = "throttle-local"
+	// AlgoThrottleNoSync is throttle configured without sync: it ignores
+	// the vendor's counters, as throttle did before it read them; only
+	// the shared-account scenario runs it.
+	AlgoThrottleNoSync = "throttle-nosync"
 )
 
 // Algorithms lists every algorithm, in report order.
-var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal}
+var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal, AlgoThrottleNoSync}
 
 // variants are run only by the scenarios that name them in Algos.
-var variants = map[string]bool{AlgoThrottleLocal: true}
+var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true}
 
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
@@ -33,6 +37,8 @@ var AlgoDoc = map[string]string{
 	AlgoLocalRate: "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
 	AlgoThrottleLocal: "throttle with on_store_error: local, local_share 1/N: while Redis fails each process decides alone at 1/N of every limit " +
 		"(run in the Redis failure scenarios only)",
+	AlgoThrottleNoSync: "throttle without sync: the same configuration, the vendor's counters ignored, as throttle did before it read them " +
+		"(run in the shared-account scenario only)",
 }
 
 // Load is the offered load of a scenario: requests per second for the
@@ -94,6 +100,16 @@ type Scenario struct {
 func (s *Scenario) Configured() []Limit {
 	out := make([]Limit, len(s.Vendor))
 	for i, l := range s.Vendor {
+		if l.Kind == KindWindow {
+			// A window vendor as docs/decisions.md ("Vendor counters")
+			// configures one with sync: a GCRA of the published figure,
+			// rate and burst, at headroom 95%. Without sync that admits
+			// up to twice the figure in a window from idle; with it,
+			// the vendor's count drains the burst.
+			n := max(1, l.Rate*windowHeadroom/100)
+			out[i] = Limit{Name: l.Name, Kind: KindGCRA, Rate: n, Period: l.Period, Burst: n, PerBusiness: l.PerBusiness, Counters: l.Counters}
+			continue
+		}
 		if l.Kind != KindDay && s.Allowance > 0 {
 			t := l.interval()
 			cut := (int64(s.Allowance) + t - 1) / t
@@ -104,11 +120,21 @@ func (s *Scenario) Configured() []Limit {
 	return out
 }
 
+// windowHeadroom is the headroom, in percent, of the clients' limit for a
+// window vendor (Configured).
+const windowHeadroom = 95
+
 var (
 	alpha        = []Limit{{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20}}
 	restartStack = []Limit{
 		{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20},
 		{Name: "daily", Kind: KindDay, Rate: 400},
+	}
+	// restartSyncStack is restartStack with the daily quota's counters
+	// published on every response.
+	restartSyncStack = []Limit{
+		{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20},
+		{Name: "daily", Kind: KindDay, Rate: 400, Counters: true},
 	}
 )
 
@@ -167,6 +193,32 @@ func Scenarios(d time.Duration) []Scenario {
 			Allowance: 20 * time.Millisecond,
 			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart", AOF: true,
 			Algos: []string{AlgoThrottle},
+		},
+		{
+			Name: "redis-restart-sync", Title: "Redis restart, the vendor's counters synced",
+			Doc: "The restart above, the vendor sending its daily count on every response (X-RateLimit-Limit, -Remaining, " +
+				"-Reset at midnight UTC) and throttle configured with sync: the first response after the empty restart " +
+				"drains the store to the vendor's count, and the one that says 0 remain pauses the provider. " +
+				"Throttle only: the others do not read the counters (see redis-restart).",
+			Vendor:    restartSyncStack,
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart",
+			Algos: []string{AlgoThrottle},
+		},
+		{
+			Name: "shared-account", Title: "Shared account: another client spends 30% of the vendor's window",
+			Doc: "A vendor counting 200 per fixed 1 s window (GitHub's 5,000 an hour, scaled down), sending X-RateLimit-Limit, " +
+				"-Remaining and -Reset on every response; another client the fleet cannot see spends 60 of each window (30%, " +
+				"60 req/s, unthrottled). Offered 1,000 req/s, fail fast. Clients are configured with a GCRA of the vendor's " +
+				"figure at headroom 95% (190/s burst 190), throttle with sync: x-ratelimit; throttle-nosync is the same " +
+				"configuration without sync. Overshoot per window: the fleet's arrivals plus the other client's requests " +
+				"beyond the vendor's 200 (the other client's share counts first: it is outside the fleet's control); " +
+				"utilization is of what the other client left.",
+			Vendor:    []Limit{{Name: "core", Kind: KindWindow, Rate: 200, Period: time.Second, Counters: true}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d,
+			Algos:       []string{AlgoThrottle, AlgoThrottleNoSync, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate},
+			PhantomFrom: 0, PhantomTo: d, PhantomRate: 60,
 		},
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",
