@@ -36,6 +36,9 @@ type Figures struct {
 	// Sent reached the vendor; Served were admitted by it; Vendor429 were
 	// throttled by it.
 	Sent, Served, Vendor429 int64
+	// OtherRefused is how many requests of the other client (the
+	// phantoms) the vendor refused.
+	OtherRefused int64
 	// Ideal is what a perfect client would have had served from the same
 	// offered load: the vendor's own enforcement run over the intents
 	// (sending each at once, or, in wait mode, at the earliest time within
@@ -61,7 +64,7 @@ type Figures struct {
 
 // Analyze computes the figures of one run.
 func Analyze(r *RunResult) Figures {
-	f := Figures{Algo: r.Algo, Intents: int64(len(r.Intents)), Outcomes: r.Outcomes}
+	f := Figures{Algo: r.Algo, Intents: int64(len(r.Intents)), Outcomes: r.Outcomes, OtherRefused: r.OtherRefused}
 	f.Decisions = f.Intents - r.Outcomes[OutDropped]
 	for _, a := range r.Arrivals {
 		f.Sent++
@@ -76,9 +79,11 @@ func Analyze(r *RunResult) Figures {
 		f.Utilization = float64(f.Served) / float64(f.Ideal)
 	}
 	for _, l := range r.Scenario.Vendor {
-		lf := overshoot(l, r.Arrivals)
+		var lf LimitFigures
 		if l.Kind == KindWindow {
 			lf = overshootWindow(l, r.Arrivals, r.Phantoms)
+		} else {
+			lf = overshoot(l, r.Arrivals)
 		}
 		f.Limits = append(f.Limits, lf)
 		f.Overshoot = max(f.Overshoot, lf.Overshoot)

@@ -143,7 +143,7 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 				}
 				most429 := ""
 				if limitKind(sc, lf.Name) == KindWindow {
-					most429 = fmt.Sprintf("; at most %d× 429 in one window", lf.Most429)
+					most429 = fmt.Sprintf("; at most %d× 429 in one window; the other client refused %d×", lf.Most429, f.OtherRefused)
 				}
 				fmt.Fprintf(&b, " overshoot %d%s; max %d / %d%s |", lf.Overshoot, where, lf.MaxWindow, lf.Allowed, most429)
 			}
@@ -182,8 +182,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 					}
 				}
 				if limitKind(sc, lf.Name) == KindWindow {
-					why = fmt.Sprintf("a fixed window: the fleet's arrivals plus the other client's requests went beyond the window's count "+
-						"(at most %d× 429 to the fleet in one window)", lf.Most429)
+					why = fmt.Sprintf("a fixed window: the fleet's arrivals plus the other client's requests went beyond the window's count; "+
+						"the fleet drew %d× 429 (at most %d in one window), the other client %d×: the fleet took what the vendor had left "+
+						"when it asked, which the other client's later requests of the window then found spent. Leaving the other "+
+						"client its share is the configuration's headroom (70%% here), not something the counters can say in advance",
+						f.Vendor429, lf.Most429, f.OtherRefused)
 				}
 				if f.Algo == AlgoThrottleLocal && sc.Event != "" && !daily {
 					why = "while Redis failed each process decided alone, at 1/N with a fresh burst, " +

@@ -292,17 +292,22 @@ type vendor struct {
 	stack    *stackState
 	phantoms []Phantom // sorted; consumed as time passes
 	arrivals []Arrival
-	wg       sync.WaitGroup
+	// otherRefused counts the phantoms the vendor refused.
+	otherRefused int64
+	// retryAfter, when set, is the Retry-After of every 429 instead of
+	// the time until the request would fit.
+	retryAfter time.Duration
+	wg         sync.WaitGroup
 }
 
-func startVendor(limits []Limit, phantoms []Phantom) (*vendor, error) {
+func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration) (*vendor, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	ph := append([]Phantom(nil), phantoms...)
 	sort.Slice(ph, func(i, j int) bool { return ph[i].At < ph[j].At })
-	v := &vendor{stack: newStackState(limits), phantoms: ph, url: "http://" + l.Addr().String()}
+	v := &vendor{stack: newStackState(limits), phantoms: ph, retryAfter: retryAfter, url: "http://" + l.Addr().String()}
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
 	v.wg.Add(1)
 	go func() {
@@ -326,11 +331,7 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	biz := r.Header.Get(ScopeHeader)
 	v.mu.Lock()
-	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
-		p := v.phantoms[0]
-		v.phantoms = v.phantoms[1:]
-		v.stack.decide(p.At, p.Business)
-	}
+	v.phantomsUntil(now)
 	ok, wait := v.stack.decide(now, biz)
 	a := Arrival{At: now, Business: biz, OK: ok}
 	if slot, err := strconv.ParseInt(r.Header.Get(SlotHeader), 10, 64); err == nil && slot > 0 {
@@ -350,14 +351,30 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 		return
 	}
+	if v.retryAfter > 0 {
+		wait = int64(v.retryAfter)
+	}
 	secs := (wait + int64(time.Second) - 1) / int64(time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = io.WriteString(w, `{"error":"rate_limited"}`)
 }
 
-// close stops the server and returns what it recorded.
-func (v *vendor) close() []Arrival {
+// phantomsUntil decides the phantoms due at now, in their order: they go
+// before any request that arrives after them. v.mu is held.
+func (v *vendor) phantomsUntil(now int64) {
+	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
+		p := v.phantoms[0]
+		v.phantoms = v.phantoms[1:]
+		if ok, _ := v.stack.decide(p.At, p.Business); !ok {
+			v.otherRefused++
+		}
+	}
+}
+
+// close stops the server and returns what it recorded: the fleet's
+// arrivals and how many of the phantoms it refused.
+func (v *vendor) close() ([]Arrival, int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := v.srv.Shutdown(ctx); err != nil {
@@ -366,5 +383,6 @@ func (v *vendor) close() []Arrival {
 	v.wg.Wait()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return append([]Arrival(nil), v.arrivals...)
+	v.phantomsUntil(math.MaxInt64) // those after the fleet's last request
+	return append([]Arrival(nil), v.arrivals...), v.otherRefused
 }
