@@ -17,7 +17,7 @@ const (
 	AlgoThrottleLocal = "throttle-local"
 	// AlgoThrottleNoSync is throttle configured without sync: it ignores
 	// the vendor's counters, as throttle did before it read them; only
-	// the shared-account scenario runs it.
+	// the scenarios whose vendor publishes them run it.
 	AlgoThrottleNoSync = "throttle-nosync"
 )
 
@@ -38,7 +38,7 @@ var AlgoDoc = map[string]string{
 	AlgoThrottleLocal: "throttle with on_store_error: local, local_share 1/N: while Redis fails each process decides alone at 1/N of every limit " +
 		"(run in the Redis failure scenarios only)",
 	AlgoThrottleNoSync: "throttle without sync: the same configuration, the vendor's counters ignored, as throttle did before it read them " +
-		"(run in the shared-account scenario only)",
+		"(run only where the vendor publishes its counters: shared-account, redis-restart-sync)",
 }
 
 // Load is the offered load of a scenario: requests per second for the
@@ -202,13 +202,15 @@ func Scenarios(d time.Duration) []Scenario {
 		{
 			Name: "redis-restart-sync", Title: "Redis restart, the vendor's counters synced",
 			Doc: "The restart above, the vendor sending its daily count on every response (X-RateLimit-Limit, -Remaining, " +
-				"-Reset at midnight UTC) and throttle configured with sync: the first response after the empty restart " +
-				"drains the store to the vendor's count, and the one that says 0 remain pauses the provider. " +
-				"Throttle only: the others do not read the counters (see redis-restart).",
+				"-Reset at midnight UTC) and Retry-After: 1 on every 429, whatever its limits say (a vendor that asks for a " +
+				"retry in a second while its quota ends at midnight); throttle is configured with sync: the first response " +
+				"after the empty restart drains the store to the vendor's count, and one that says 0 remain pauses the " +
+				"provider until midnight (capped at max_delay, 10 min). throttle-nosync is the same without sync: each " +
+				"429 pauses it for the second asked. The others do not read the counters either (see redis-restart).",
 			Vendor:    restartSyncStack,
 			Allowance: 20 * time.Millisecond,
-			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart",
-			Algos: []string{AlgoThrottle},
+			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart", RetryAfter: time.Second,
+			Algos: []string{AlgoThrottle, AlgoThrottleNoSync},
 		},
 		{
 			Name: "shared-account", Title: "Shared account: another client spends 30% of the vendor's window",
@@ -223,9 +225,9 @@ func Scenarios(d time.Duration) []Scenario {
 				"are left out to keep the run short: they do not read the counters either.",
 			Vendor:    []Limit{{Name: "core", Kind: KindWindow, Rate: 400, Period: 2 * time.Second, Counters: true}},
 			Allowance: 20 * time.Millisecond,
-			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d + d/2,
+			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d,
 			Algos:       []string{AlgoThrottle, AlgoThrottleNoSync, AlgoFixedWindow, AlgoRedisRate},
-			PhantomFrom: 0, PhantomTo: d + d/2, PhantomRate: 60, RetryAfter: time.Second,
+			PhantomFrom: 0, PhantomTo: d, PhantomRate: 60, RetryAfter: time.Second,
 		},
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",
