@@ -142,6 +142,13 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	}
 	defer func() { _ = srv.persist(context.WithoutCancel(ctx), admin, false) }()
 	start := time.Now().Add(startDelay)
+	for _, l := range sc.Vendor {
+		if l.Kind == KindWindow { // start at a window's start: every run covers the same windows
+			p := int64(l.Period)
+			start = time.Unix(0, (start.UnixNano()+p-1)/p*p)
+			break
+		}
+	}
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
 	res.Phantoms = sc.phantoms(res.Start)
