@@ -110,8 +110,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			cs = append(cs, l.Name+" "+l.String())
 		}
 		b.WriteString(strings.Join(vs, "; ") + ". Clients are configured with: " + strings.Join(cs, "; "))
-		fmt.Fprintf(&b, " (bursts lowered by %v of arrival jitter, the same for every algorithm). Run: %v, offered %s.\n\n",
-			sc.Allowance, sc.Duration, loadStr(sc))
+		how := fmt.Sprintf("bursts lowered by %v of arrival jitter", sc.Allowance)
+		if limitKind(sc, sc.Vendor[0].Name) == KindWindow {
+			how = fmt.Sprintf("a fixed window as a GCRA of its figure at headroom %d%%", windowHeadroom)
+		}
+		fmt.Fprintf(&b, " (%s, the same for every algorithm). Run: %v, offered %s.\n\n", how, sc.Duration, loadStr(sc))
 		for _, r := range runs {
 			for _, e := range r.Events {
 				fmt.Fprintf(&b, "- %s: %s\n", r.Algo, e)
