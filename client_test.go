@@ -118,48 +118,69 @@ func TestNewClientStreamsALargeBodyUnbuffered(t *testing.T) {
 	waitClosed(t, body.closed)
 }
 
-// TestNewClientRetriesASmallRewindableBody: a body with GetBody within the
-// limit is still retried after a 429, each attempt with the whole body and
-// its Content-Length (not chunked), and the body the caller gave, which no
-// attempt reads, is closed as a RoundTripper must.
+// TestNewClientRetriesASmallRewindableBody: a body the request can copy
+// (GetBody) is retried after a 429, each attempt with the whole body and
+// its length, and the caller's body is closed. stripe-go sets Body and
+// GetBody on a request made with a nil body, so its ContentLength is 0:
+// the client measures a copy and retries it all the same.
 func TestNewClientRetriesASmallRewindableBody(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var bodies []string
-	var lengths []int64
-	url, registry := bodyVendor(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		defer mu.Unlock()
-		bodies = append(bodies, string(b))
-		lengths = append(lengths, r.ContentLength)
-		if len(bodies) == 1 {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	})
-	client, err := throttle.NewClient(registry, throttle.WithRetries(2, time.Millisecond, 10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	const body = "amount=1"
+	for name, build := range map[string]func(url string) *http.Request{
+		"http.NewRequest": func(url string) *http.Request {
+			req, err := http.NewRequest("POST", url, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req
+		},
+		"length unsaid": func(url string) *http.Request {
+			req, err := http.NewRequest("POST", url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Body = io.NopCloser(strings.NewReader(body))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+			return req
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var bodies []string
+			var lengths []int64
+			url, registry := bodyVendor(t, func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				bodies = append(bodies, string(b))
+				lengths = append(lengths, r.ContentLength)
+				if len(bodies) == 1 {
+					w.Header().Set("Retry-After", "0")
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+			})
+			client, err := throttle.NewClient(registry, throttle.WithRetries(2, time.Millisecond, 10*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.CloseIdleConnections()
+			req := build(url + "/charge")
+			given := track(req.Body) // the caller's body; GetBody makes the copies
+			req.Body = given
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != 200 || len(bodies) != 2 || bodies[0] != body || bodies[1] != body || lengths[0] != 8 || lengths[1] != 8 {
+				t.Errorf("got %d; the vendor saw bodies %q with lengths %v; want 200 after 2 calls of %s, length 8", resp.StatusCode, bodies, lengths, body)
+			}
+			waitClosed(t, given.closed)
+		})
 	}
-	defer client.CloseIdleConnections()
-	req, err := http.NewRequest("POST", url+"/charge", strings.NewReader("amount=1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	given := track(req.Body) // the caller's body; GetBody makes the copies
-	req.Body = given
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	if resp.StatusCode != 200 || len(bodies) != 2 || bodies[0] != "amount=1" || bodies[1] != "amount=1" || lengths[0] != 8 || lengths[1] != 8 {
-		t.Errorf("got %d; the vendor saw bodies %q with lengths %v; want 200 after 2 calls of amount=1, length 8", resp.StatusCode, bodies, lengths)
-	}
-	waitClosed(t, given.closed)
 }
 
 // TestNewClientSendsABodyOverTheLimitOnce: a rewindable body over

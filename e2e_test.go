@@ -3,7 +3,7 @@ package throttle_test
 // End-to-end tests: requests go through throttle.Transport and its
 // retrying client, over real loopback HTTP, to fake vendors that enforce
 // their own limits and answer the way real vendors do
-// (internal/fakevendor). The assertions are on what the vendor saw.
+// (package throttletest). The assertions are on what the vendor saw.
 //
 // Real time runs here, so no assertion depends on how fast the machine
 // is: the throttle runs at 80-90% of the vendor's rate, with a burst
@@ -29,10 +29,10 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // e2eTransport returns a Transport for the providers in yaml (with
@@ -58,9 +58,9 @@ func e2eTransport(t testing.TB, yaml, host string, opts ...throttle.Option) (*th
 }
 
 // e2eVendor starts a fake vendor, closed when the test ends.
-func e2eVendor(t testing.TB, opts fakevendor.Options) *fakevendor.Vendor {
+func e2eVendor(t testing.TB, opts throttletest.Options) *throttletest.Vendor {
 	t.Helper()
-	v := fakevendor.Start(opts)
+	v := throttletest.NewVendor(opts)
 	t.Cleanup(v.Close)
 	return v
 }
@@ -175,7 +175,7 @@ func e2eStalled(ctx context.Context) <-chan time.Duration {
 // rate per period with burst allowed over the span of its arrivals, less
 // the time the process was stalled: the client kept it busy. share is
 // generous, so that a slow machine cannot flip it.
-func e2eBusy(t testing.TB, v *fakevendor.Vendor, rate int, period time.Duration, burst int, share float64, stalled time.Duration) {
+func e2eBusy(t testing.TB, v *throttletest.Vendor, rate int, period time.Duration, burst int, share float64, stalled time.Duration) {
 	t.Helper()
 	var first, last time.Time
 	served := 0
@@ -213,8 +213,8 @@ func TestE2EThrottleKeepsTheVendorFromThrottling(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name     string
-		vendor   fakevendor.Enforcer
-		signal   fakevendor.Signal
+		vendor   throttletest.Enforcer
+		signal   throttletest.Signal
 		provider string // the throttle's headroom and limits
 		// the vendor's limit, for the busy check, and the share of it the
 		// throttle is expected to use at least
@@ -230,7 +230,7 @@ func TestE2EThrottleKeepsTheVendorFromThrottling(t *testing.T) {
 		{
 			// 20/s burst 5 (at most 24 in any second); the throttle runs
 			// at headroom 90%: 18/s burst 4.
-			name: "gcra", vendor: fakevendor.GCRA(20, time.Second, 5), signal: fakevendor.RetryAfterSeconds,
+			name: "gcra", vendor: throttletest.GCRA(20, time.Second, 5), signal: throttletest.RetryAfterSeconds,
 			provider: "headroom: 90%\n    limits: [{name: peak, limit: 20/s, burst: 5}]",
 			// One worker keeps 18/s busy (a request takes a millisecond
 			// or two) and is all the burst's margin allows.
@@ -240,21 +240,21 @@ func TestE2EThrottleKeepsTheVendorFromThrottling(t *testing.T) {
 			// 20 per fixed second; the throttle's rate + burst is 85% of
 			// it, and with two workers no sliding second sees more than
 			// 20 either.
-			name: "window", vendor: fakevendor.Window(20, time.Second), signal: fakevendor.RetryAfterDate,
+			name: "window", vendor: throttletest.Window(20, time.Second), signal: throttletest.RetryAfterDate,
 			provider: "limits: [{name: peak, limit: 15/s burst 2}]",
 			rate:     20, period: time.Second, share: 0.6, maxIn: 20, workers: 2,
 		},
 		{
 			// Shopify REST: a bucket of 40 leaking 2/s; the throttle fills
 			// 90% of the bucket and leaks as fast.
-			name: "leaky-bucket", vendor: fakevendor.LeakyBucket(40, 2), signal: fakevendor.RetryAfterDecimal,
+			name: "leaky-bucket", vendor: throttletest.LeakyBucket(40, 2), signal: throttletest.RetryAfterDecimal,
 			provider: "limits: [{name: rest, limit: 2/s burst 36, scope: host}]",
 			rate:     2, period: time.Second, burst: 40, share: 0.7, maxIn: 42, workers: 4,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			v := e2eVendor(t, fakevendor.Options{Enforcer: c.vendor, Signal: c.signal})
+			v := e2eVendor(t, throttletest.Options{Enforcer: c.vendor, Signal: c.signal})
 			_, client := e2eTransport(t, `
 providers:
   vendor:
@@ -283,7 +283,7 @@ providers:
 // other businesses are not), and the client retries after the reset.
 func TestE2EGitHub403PausesTheScopeFleetWide(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{Signal: fakevendor.GitHub403, RetryAfter: 1500 * time.Millisecond})
+	v := e2eVendor(t, throttletest.Options{Signal: throttletest.GitHub403, RetryAfter: 1500 * time.Millisecond})
 	const yaml = `
 providers:
   github:
@@ -364,7 +364,7 @@ providers:
 		t.Fatalf("A: got (%d, %v), want 200 after the retry", r.status, r.err)
 	}
 	arr := v.Arrivals()
-	var hit, retry *fakevendor.Arrival
+	var hit, retry *throttletest.Arrival
 	for i := range arr {
 		switch a := &arr[i]; {
 		case a.Throttled:
@@ -408,8 +408,8 @@ func TestE2EShopifyDecimalRetryAfter(t *testing.T) {
 		}
 		return start
 	}
-	v := e2eVendor(t, fakevendor.Options{Enforcer: fakevendor.LeakyBucket(40, 2),
-		Signal: fakevendor.RetryAfterDecimal, RetryAfter: 2 * time.Second, Clock: clock})
+	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.LeakyBucket(40, 2),
+		Signal: throttletest.RetryAfterDecimal, RetryAfter: 2 * time.Second, Clock: clock})
 	_, client := e2eTransport(t, `
 providers:
   shopify:
@@ -481,8 +481,8 @@ func TestE2ERetryAfterHTTPDate(t *testing.T) {
 		}
 		return start
 	}
-	v := e2eVendor(t, fakevendor.Options{Enforcer: fakevendor.GCRA(1, 1500*time.Millisecond, 1),
-		Signal: fakevendor.RetryAfterDate, Clock: clock})
+	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(1, 1500*time.Millisecond, 1),
+		Signal: throttletest.RetryAfterDate, Clock: clock})
 	_, client := e2eTransport(t, `
 providers:
   vendor:
@@ -536,7 +536,7 @@ providers:
 func TestE2EInsufficientQuotaIsNotRetried(t *testing.T) {
 	t.Parallel()
 	const body = `{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","code":"insufficient_quota"}}`
-	v := e2eVendor(t, fakevendor.Options{ThrottleBody: body})
+	v := e2eVendor(t, throttletest.Options{ThrottleBody: body})
 	obs := &e2eEvents{}
 	_, client := e2eTransport(t, `
 providers:
@@ -605,7 +605,7 @@ providers:
 // error.
 func TestE2ERetriesExhaustedReturnTheLast429(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{})
+	v := e2eVendor(t, throttletest.Options{})
 	_, client := e2eTransport(t, e2eShortDelays, v.Host(), throttle.WithRetries(2, time.Millisecond, 10*time.Millisecond))
 	v.ThrottleNext(100)
 	resp, err := e2eDo(context.Background(), client, "GET", v.URL+"/x", "")
@@ -628,7 +628,7 @@ func TestE2ERetriesExhaustedReturnTheLast429(t *testing.T) {
 // throttled request was not processed) with its body whole, every time.
 func TestE2EPostBodyIsReplayedOnRetry(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{RecordBodies: true})
+	v := e2eVendor(t, throttletest.Options{RecordBodies: true})
 	_, client := e2eTransport(t, e2eShortDelays, v.Host(), throttle.WithRetries(3, time.Millisecond, 10*time.Millisecond))
 	v.ThrottleNext(2)
 	payload := strings.Repeat("amount=100&currency=eur&", 100)[:2000]
@@ -658,7 +658,7 @@ func TestE2EPostBodyIsReplayedOnRetry(t *testing.T) {
 // context would end first and the test would see its error instead.)
 func TestE2ERetryNeverSleepsPastTheDeadline(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{RetryAfter: time.Hour})
+	v := e2eVendor(t, throttletest.Options{RetryAfter: time.Hour})
 	_, client := e2eTransport(t, `
 providers:
   vendor:
@@ -702,8 +702,8 @@ providers:
 // apart by port.
 func TestE2EVendorsAreToldApartByPort(t *testing.T) {
 	t.Parallel()
-	a := e2eVendor(t, fakevendor.Options{})
-	b := e2eVendor(t, fakevendor.Options{})
+	a := e2eVendor(t, throttletest.Options{})
+	b := e2eVendor(t, throttletest.Options{})
 	_, client := e2eTransport(t, fmt.Sprintf(`
 providers:
   a:
@@ -715,7 +715,7 @@ providers:
     on_limit: fail
     limits: [{name: peak, limit: 1/min, burst: 1}]
 `, a.Host(), b.Host()), "")
-	for _, v := range []*fakevendor.Vendor{a, b} {
+	for _, v := range []*throttletest.Vendor{a, b} {
 		if status, _, _ := e2eGet(t, context.Background(), client, v.URL); status != 200 {
 			t.Errorf("%s: first request: status %d", v.Host(), status)
 		}
@@ -730,7 +730,7 @@ providers:
 // that outlives its requests. Not parallel, so that no other test starts
 // goroutines meanwhile.
 func TestE2ENewClientLeavesNoGoroutine(t *testing.T) {
-	v := e2eVendor(t, fakevendor.Options{})
+	v := e2eVendor(t, throttletest.Options{})
 	cfg, err := providers.Load("e2e.yaml", []byte(`
 providers:
   vendor:
@@ -782,7 +782,7 @@ func e2eGoroutines(pkg string) int {
 // Retry-After: 30 holds back an un-routed request too.
 func TestE2ERequestsWithoutLimitsHonourPauses(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{RetryAfter: 30 * time.Second})
+	v := e2eVendor(t, throttletest.Options{RetryAfter: 30 * time.Second})
 	_, client := e2eTransport(t, `
 providers:
   vendor:

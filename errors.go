@@ -58,3 +58,31 @@ func (e *LimitError) Error() string {
 func (e *LimitError) Is(target error) bool {
 	return target == ErrLimited || (e.Deadline && target == context.DeadlineExceeded)
 }
+
+// ErrQuotaExhausted is wrapped by the error NewClient's client returns
+// when the vendor says the account's quota or spend limit is used up
+// (OpenAI's 429 "insufficient_quota", with signals body: openai): a
+// billing stop, which waiting does not cure. Test for it with errors.Is;
+// errors.As with *QuotaError gives the details.
+var ErrQuotaExhausted = errors.New("throttle: vendor quota exhausted")
+
+// A QuotaError reports a vendor's billing stop (see ErrQuotaExhausted). It
+// was not retried and paused nothing: other requests, other tenants' with
+// their own accounts included, go on as before.
+type QuotaError struct {
+	// Provider is the provider that answered.
+	Provider string
+	// StatusCode is the response's status, e.g. 429.
+	StatusCode int
+	// Body is the start of the response's body (at most
+	// backoff.MaxBodyPeek bytes), the vendor's explanation. It is
+	// untrusted: Error does not repeat it.
+	Body []byte
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("throttle: %s: the vendor's quota is exhausted (status %d, a billing stop): not retried", e.Provider, e.StatusCode)
+}
+
+// Is reports whether target is ErrQuotaExhausted.
+func (e *QuotaError) Is(target error) bool { return target == ErrQuotaExhausted }

@@ -159,8 +159,9 @@ func (f *failover) fallback(ctx context.Context, p *providers.Provider, q *quota
 //   - A cost above a scaled limit's capacity is not cut down to it. A
 //     GCRA limit admits it once the limit is idle and charges it in full:
 //     the debt delays the requests after it, so the long-run rate stays
-//     at the share. A calendar window cannot carry a debt into the next
-//     window, so it refuses the request until the store is back.
+//     at the share. A calendar or rolling window cannot carry a debt
+//     (into the next window, past its period), so it refuses the request
+//     until the store is back.
 func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("throttle: %s: %w", p.Name, err)

@@ -19,12 +19,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // failoverStoreRetry is how long the transport leaves a failed store
@@ -62,9 +62,9 @@ func failoverDo(t *testing.T, ctx context.Context, client *http.Client, url stri
 // after the restart.
 func TestFailoverStorePolicies(t *testing.T) {
 	t.Parallel()
-	closed := e2eVendor(t, fakevendor.Options{})
-	open := e2eVendor(t, fakevendor.Options{})
-	local := e2eVendor(t, fakevendor.Options{})
+	closed := e2eVendor(t, throttletest.Options{})
+	open := e2eVendor(t, throttletest.Options{})
+	local := e2eVendor(t, throttletest.Options{})
 	yaml := `
 providers:
   closed:
@@ -92,7 +92,7 @@ providers:
 		throttle.WithStoreRetry(failoverStoreRetry), throttle.WithObserver(events))
 	bg := context.Background()
 
-	for _, v := range []*fakevendor.Vendor{closed, open, local} {
+	for _, v := range []*throttletest.Vendor{closed, open, local} {
 		if status, err := failoverDo(t, bg, client, v.URL); status != 200 {
 			t.Fatalf("%s with Redis up: (%d, %v), want 200", v.Host(), status, err)
 		}
@@ -172,7 +172,7 @@ providers:
 func TestFailoverHungRedisNeverHangsARequest(t *testing.T) {
 	t.Parallel()
 	addr := failoverBlackHole(t)
-	v := e2eVendor(t, fakevendor.Options{})
+	v := e2eVendor(t, throttletest.Options{})
 	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
 	store, err := redisstore.New(rc, redisstore.Options{Timeout: 100 * time.Millisecond})
@@ -246,7 +246,7 @@ func failoverBlackHole(t *testing.T) string {
 // after the pause.
 func TestFailoverPausePropagatesAcrossTheFleet(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{RetryAfter: 2 * time.Second})
+	v := e2eVendor(t, throttletest.Options{RetryAfter: 2 * time.Second})
 	const yaml = `
 providers:
   vendor:
@@ -305,7 +305,7 @@ providers:
 // this process would go on sending through the vendor's Retry-After.
 func TestFailoverLocalFallbackHonoursUpstreamPauses(t *testing.T) {
 	t.Parallel()
-	v := e2eVendor(t, fakevendor.Options{RetryAfter: 2 * time.Second})
+	v := e2eVendor(t, throttletest.Options{RetryAfter: 2 * time.Second})
 	srv := redistest.Start(t)
 	store, err := redisstore.New(srv.Client(t), redisstore.Options{Timeout: 100 * time.Millisecond})
 	if err != nil {

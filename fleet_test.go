@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // fleetStoreTimeout bounds each store call. It is generous: these tests
@@ -74,7 +74,7 @@ func fleetRun(t *testing.T, clients []*http.Client, url string, workers int, d t
 func TestFleetSharesOneQuota(t *testing.T) {
 	t.Parallel()
 	const transports, workers = 4, 3
-	v := e2eVendor(t, fakevendor.Options{Enforcer: fakevendor.GCRA(20, time.Second, 5+transports*workers)})
+	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(20, time.Second, 5+transports*workers)})
 	const yaml = `
 providers:
   vendor:
@@ -135,7 +135,7 @@ providers:
       - {name: peak, limit: 10/s, burst: 3, scope: business, missing: refuse}
       - {name: minute, limit: 550/min burst 50, scope: business, missing: refuse}
 `
-	v := e2eVendor(t, fakevendor.Options{Enforcer: fakevendor.GCRA(10, time.Second, 3+transports), ScopeHeader: "X-Tenant"})
+	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(10, time.Second, 3+transports), ScopeHeader: "X-Tenant"})
 	cluster := redistest.StartCluster(t)
 
 	var clients []*http.Client

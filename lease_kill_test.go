@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // The lease worker: TestLeasesOfAKilledProcess re-executes the test binary
@@ -82,7 +82,7 @@ func TestLeasesOfAKilledProcess(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	arrived := make(chan struct{}, 2)
-	v := e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := e2eVendor(t, throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hang" {
 			arrived <- struct{}{}
 			<-r.Context().Done() // until the worker's connection dies

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // leaseYAML caps the vendor at 2 requests in flight.
@@ -86,7 +86,7 @@ func TestLeasesCapInFlight(t *testing.T) {
 		transports int
 	}{{"memory", 1}, {"redis fleet", 4}} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := e2eVendor(t, fakevendor.Options{MaxInFlight: 2, Handler: slowHandler})
+			v := e2eVendor(t, throttletest.Options{MaxInFlight: 2, Handler: slowHandler})
 			var clients []*http.Client
 			for i := 0; i < tc.transports; i++ {
 				if tc.transports == 1 {
@@ -121,7 +121,7 @@ providers:
     on_limit: fail
     limits: [{name: one, limit: 1 concurrent}]
 `
-	v := e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := e2eVendor(t, throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/error" {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
@@ -185,7 +185,7 @@ providers:
 	arrived, finish := make(chan struct{}, 1), make(chan struct{})
 	var finished sync.Once
 	release := func() { finished.Do(func() { close(finish) }) }
-	v := e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := e2eVendor(t, throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			arrived <- struct{}{}
 			<-finish

@@ -57,6 +57,7 @@ type Event struct {
 	// Provider is the provider's name.
 	Provider string
 	// Limit names the limit that decided ("pause" for a pause), or "".
+	// Waited and Cancelled name the limit that made the request wait.
 	Limit string
 	// Wait is the wait for the slot (Decided, Waited), the retry-after
 	// (Refused) or the pause (Paused).
@@ -67,7 +68,9 @@ type Event struct {
 	// Status is the upstream response's status (UpstreamThrottled).
 	Status int
 	// Err is the store's error (StoreError), or why the store did not
-	// decide (FellBack).
+	// decide (FellBack), or why the vendor's signal in the body could not
+	// be read (UpstreamThrottled: it wraps backoff.ErrMalformed, and the
+	// headers gave the delay).
 	Err error
 	// Policy is the on_store_error policy that decided (FellBack).
 	Policy providers.StoreErrorPolicy
@@ -79,6 +82,9 @@ type Event struct {
 
 // An Observer is told what the transport does. Observe is called on the
 // request's goroutine, so it must be fast and safe for concurrent use.
+// ctx is the request's context: a span in it is the caller's (an HTTP
+// client span, when otelhttp wraps the transport). A transport may have
+// several observers: WithObserver adds one per call.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }

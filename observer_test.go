@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +55,37 @@ func TestSlogObserverFellBack(t *testing.T) {
 		Policy: providers.FailOpen, Err: errors.New("dial tcp: refused")})
 	if want := `provider=stripe event=fell_back policy=fail_open error="dial tcp: refused"`; !strings.Contains(buf.String(), want) {
 		t.Errorf("logged %q, want %q", buf.String(), want)
+	}
+}
+
+// Several observers (a log, Prometheus, OpenTelemetry) need no glue: each
+// WithObserver adds one, and every one is told every event.
+func TestWithObserverAddsObservers(t *testing.T) {
+	t.Parallel()
+	second := &recorder{}
+	f := newFixture(t, vendorYAML, throttle.WithObserver(second))
+	if _, err := f.do(context.Background(), "GET", "https://api.vendor.test/x"); err != nil {
+		t.Fatal(err)
+	}
+	done := f.startRequest(context.Background(), "https://api.vendor.test/x")
+	f.waitForTimers(1)
+	f.clock.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	first := f.obs.snapshot()
+	if got := second.snapshot(); !reflect.DeepEqual(got, first) || len(got) == 0 {
+		t.Fatalf("second observer saw %+v, first %+v: want the same, not empty", got, first)
+	}
+	want := throttle.Event{Kind: throttle.Waited, Provider: "vendor", Limit: "peak", Wait: time.Second}
+	if !slices.ContainsFunc(first, func(e throttle.Event) bool { return reflect.DeepEqual(e, want) }) {
+		t.Errorf("events %+v lack %+v: a wait names the limit that made it", first, want)
+	}
+}
+
+func TestWithObserverNil(t *testing.T) {
+	t.Parallel()
+	if _, err := throttle.New(throttle.WithObserver(nil)); err == nil || !strings.Contains(err.Error(), "WithObserver(nil)") {
+		t.Errorf("New(WithObserver(nil)) = %v, want an error naming WithObserver(nil)", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // settleYAML: a model API with tokens split into input and output, and a
@@ -28,8 +28,8 @@ providers:
 `
 
 // settleVendor answers each path with its body and content type.
-func settleVendor(t *testing.T, bodies map[string]string) *fakevendor.Vendor {
-	return e2eVendor(t, fakevendor.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func settleVendor(t *testing.T, bodies map[string]string) *throttletest.Vendor {
+	return e2eVendor(t, throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := bodies[r.URL.Path]
 		if strings.HasPrefix(b, "data:") || strings.HasPrefix(b, "event:") {
 			w.Header().Set("Content-Type", "text/event-stream")

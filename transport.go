@@ -39,8 +39,9 @@ const DefaultStoreRetry = time.Second
 type Transport struct {
 	base     http.RoundTripper
 	registry *providers.Registry
-	observer Observer
-	clock    quota.Clock
+	// observers are told about every event, in the order they were added.
+	observers []Observer
+	clock     quota.Clock
 	// failover holds the store (set by WithStore and WithStoreRetry) and
 	// decides when it fails.
 	failover failover
@@ -100,10 +101,26 @@ func WithStore(s quota.Store) Option {
 	})
 }
 
-// WithObserver sets who is told about decisions, waits, refusals,
-// upstream throttles and store errors (see SlogObserver and package prom).
+// WithObserver adds o to those told about decisions, waits, refusals,
+// upstream throttles and store errors (see SlogObserver and the packages
+// prom and otel). Each call adds one, as listeners do elsewhere (otelhttp's
+// WithFilter, go-redis's AddHook): a log, Prometheus and OpenTelemetry at
+// once need no glue,
+//
+//	throttle.WithObserver(throttle.SlogObserver(logger)),
+//	throttle.WithObserver(promObs),
+//	throttle.WithObserver(otelObs),
+//
+// and an option list put together in several places loses none of them.
+// Observers are called in the order they were added.
 func WithObserver(o Observer) Option {
-	return optionFunc(func(t *Transport) error { t.observer = o; return nil })
+	return optionFunc(func(t *Transport) error {
+		if o == nil {
+			return errors.New("throttle: WithObserver(nil)")
+		}
+		t.observers = append(t.observers, o)
+		return nil
+	})
 }
 
 // WithClock sets the clock the transport waits with. Tests only: the
@@ -190,6 +207,10 @@ func New(opts ...Option) (*Transport, error) {
 	return t, nil
 }
 
+// errZeroTransport is what a Transport not made by New answers: it has no
+// providers, store or base transport to send with.
+var errZeroTransport = errors.New("throttle: a zero Transport cannot send: make one with throttle.New or throttle.NewClient")
+
 // RoundTrip throttles and sends req. It returns a *LimitError (matching
 // ErrLimited) when the request could not go within its max wait or its
 // context's deadline, before sending or sleeping; the context's error when
@@ -206,6 +227,10 @@ func New(opts ...Option) (*Transport, error) {
 // renews the leases while the request is in flight; those of a body that
 // is never read nor closed expire a lease TTL after the last read.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.registry == nil {
+		closeBody(req)
+		return nil, errZeroTransport
+	}
 	ctx := req.Context()
 	res, ok, err := t.registry.Resolve(req, input(ctx))
 	if !ok {
@@ -217,7 +242,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := res.Provider
 	if len(res.Request.Items) == 0 && len(res.Request.Pauses) == 0 {
-		return t.send(req, &res)
+		return t.send(req, &res, nil)
 	}
 	q := res.Request
 	limit := q.MaxWait
@@ -230,7 +255,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rsv, err := t.failover.reserve(ctx, p, &q)
 	if err != nil {
 		if errors.Is(err, errFailOpen) {
-			return t.send(req, &res)
+			return t.send(req, &res, nil)
 		}
 		closeBody(req)
 		return nil, err
@@ -241,7 +266,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
 			Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 		if shadow {
-			return t.send(req, &res)
+			return t.send(req, &res, rsv)
 		}
 		closeBody(req)
 		return nil, &LimitError{
@@ -257,11 +282,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 	if rsv.Wait > 0 && !shadow {
 		if err := t.wait(ctx, rsv); err != nil {
-			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Wait: rsv.Wait})
+			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
 			closeBody(req)
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
-		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Wait: rsv.Wait})
+		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
 	}
 	return t.sendAdmitted(req, &res, &q, rsv)
 }
@@ -275,7 +300,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	if rsv.HoldsLeases() {
 		h = t.holdLeases(ctx, res.Provider.Name, rsv, leaseTTL(q))
 	}
-	resp, err := t.send(req, res)
+	resp, err := t.send(req, res, rsv)
 	if h != nil {
 		h.active.Add(-1)
 	}
@@ -316,19 +341,26 @@ func (t *Transport) wait(ctx context.Context, rsv *quota.Reservation) error {
 }
 
 // send sends req and, when the vendor says it throttled it, pauses the
-// request's scope fleet-wide.
-func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Response, error) {
+// request's scope fleet-wide, and the provider's own pause too when the
+// vendor says the limit hit is its global one (Discord's global: true).
+// A billing stop (backoff.Verdict.QuotaExhausted) is no throttle: it
+// pauses nothing, and is returned as the response it is. With a sync
+// configured, it first reconciles the store with the vendor's counters
+// (sync.go); rsv is the request's reservation, nil when the store did not
+// decide it.
+func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quota.Reservation) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp == nil {
 		return resp, err
 	}
 	p := res.Provider
+	ctx := req.Context()
 	v := backoff.Classify(resp, &p.Signals, t.clock.Now())
+	t.syncVendor(ctx, resp, res, rsv)
 	if !v.Throttled {
 		return resp, nil
 	}
-	ctx := req.Context()
-	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay})
+	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
 	if res.Pause == "" || res.Request.Tag == "" {
 		return resp, nil
 	}
@@ -344,12 +376,19 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution) (*http.Re
 	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d) {
 		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
 	}
+	// A tenant's requests read their own pause alone (one hash tag per
+	// decision): the provider's pause holds back the rest.
+	if tag, key := p.PauseKey(""); v.Global && (tag != res.Request.Tag || key != res.Pause) {
+		if t.failover.pause(pctx, p, tag, key, d) {
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+		}
+	}
 	return resp, nil
 }
 
 func (t *Transport) observe(ctx context.Context, e Event) {
-	if t.observer != nil {
-		t.observer.Observe(ctx, e)
+	for _, o := range t.observers {
+		o.Observe(ctx, e)
 	}
 }
 

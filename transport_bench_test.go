@@ -2,7 +2,9 @@ package throttle_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/providers"
@@ -14,8 +16,7 @@ type nopTransport struct{ resp *http.Response }
 
 func (n nopTransport) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, nil }
 
-func benchTransport(b *testing.B, url string) {
-	cfg, err := providers.Load("bench.yaml", []byte(`
+const benchYAML = `
 providers:
   vendor:
     hosts: [api.vendor.test]
@@ -23,11 +24,18 @@ providers:
       - {name: peak, limit: 1000000/s, burst: 1000000000000}
       - {name: per-business, limit: 1000000/s, burst: 1000000000000, scope: business, missing: shared}
       - {name: daily, limit: "1000000000000/day resets 00:00 America/Los_Angeles"}
-`))
+`
+
+func benchTransport(b *testing.B, url string) {
+	benchTransportWith(b, url, benchYAML, http.Header{})
+}
+
+func benchTransportWith(b *testing.B, url, yaml string, h http.Header) {
+	cfg, err := providers.Load("bench.yaml", []byte(yaml))
 	if err != nil {
 		b.Fatal(err)
 	}
-	base := nopTransport{&http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}}
+	base := nopTransport{&http.Response{StatusCode: 200, Body: http.NoBody, Header: h}}
 	rt, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(base))
 	if err != nil {
 		b.Fatal(err)
@@ -52,4 +60,18 @@ func BenchmarkTransportUnmatchedHost(b *testing.B) {
 // stack decided by the in-process store (Redis figures: bench/README.md).
 func BenchmarkTransportMemoryStore(b *testing.B) {
 	benchTransport(b, "https://api.vendor.test/v1/items")
+}
+
+// BenchmarkTransportVendorCounters is BenchmarkTransportMemoryStore with
+// the vendor's counters read on every response (sync:), in the steady
+// state: the vendor reports more than the store believes, so reading them
+// costs one backoff.ReadCounters and no store call.
+func BenchmarkTransportVendorCounters(b *testing.B) {
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "1000000000000")
+	h.Set("X-RateLimit-Remaining", "999999999999")
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	h.Set("X-RateLimit-Resource", "core")
+	benchTransportWith(b, "https://api.vendor.test/v1/items",
+		benchYAML+"    sync: {format: x-ratelimit, counters: {core: daily}}\n", h)
 }

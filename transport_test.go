@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,12 @@ func (r *recorder) Observe(_ context.Context, e throttle.Event) {
 	defer r.mu.Unlock()
 	e.Items, e.Statuses = nil, nil
 	r.events = append(r.events, e)
+}
+
+func (r *recorder) snapshot() []throttle.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
 }
 
 func (r *recorder) kinds() []throttle.EventKind {
@@ -702,3 +709,75 @@ providers:
 		t.Fatalf("1,200 tokens against a local share of 1,000: got %v, want a refusal by tpm", err)
 	}
 }
+
+// The client's CheckRedirect decides about redirects: the retrying layer
+// inside must hand a 3xx back rather than follow it itself (a proxy built on
+// the client passes redirects to its caller, and a caller who turned
+// redirects off must get the 3xx).
+func TestClientLeavesRedirectsToItsCheckRedirect(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			w.Write([]byte("followed"))
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cfg, err := providers.Load("t.yaml", []byte("providers:\n  v:\n    hosts: [\""+host+"\"]\n    limits: [{name: peak, limit: 100/s}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := throttle.NewClient(throttle.WithRegistry(providers.NewRegistry(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Get(srv.URL + "/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Errorf("got %d %q, want the 302 itself: redirects are the caller's CheckRedirect's to follow", resp.StatusCode, body)
+	}
+
+	// With the default CheckRedirect the client still follows them.
+	client.CheckRedirect = nil
+	resp, err = client.Get(srv.URL + "/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "followed" {
+		t.Errorf("default CheckRedirect: got %d %q, want 200 followed", resp.StatusCode, body)
+	}
+}
+
+// A Transport not made by New fails every request with a clear error
+// instead of panicking, and closes the request's body.
+func TestZeroTransportFailsClearly(t *testing.T) {
+	t.Parallel()
+	var zero throttle.Transport
+	body := &closeRecorder{Reader: strings.NewReader("x")}
+	req := httptest.NewRequest("POST", "https://api.example.test/", body)
+	if _, err := zero.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "throttle.New") {
+		t.Errorf("RoundTrip on a zero Transport = %v, want an error naming throttle.New", err)
+	}
+	if !body.closed {
+		t.Error("the request's body was not closed")
+	}
+	if _, err := zero.Client().Get("https://api.example.test/"); err == nil || !strings.Contains(err.Error(), "throttle.New") {
+		t.Errorf("Client().Get on a zero Transport = %v, want an error naming throttle.New", err)
+	}
+}
+
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }

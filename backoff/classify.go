@@ -16,25 +16,55 @@ type Verdict struct {
 	Throttled bool
 
 	// Retryable reports that the request may be retried whatever its
-	// method, once Delay has passed, because the vendor refused it for
-	// rate without processing it. It is true exactly when Throttled is;
-	// whether a 5xx or a failed connection may be retried depends on the
-	// request, which Policy decides.
+	// method, once Delay has passed: because the vendor refused it for
+	// rate without processing it (Throttled), or because the vendor said
+	// so (RetrySaid). When the vendor said nothing, it is true exactly when
+	// Throttled is; whether a 5xx or a failed connection may be retried
+	// then depends on the request, which Policy decides.
 	Retryable bool
 
-	// Ignored reports that the response matched Signals.Ignore: it looks
-	// throttled (OpenAI's 429 "insufficient_quota") but is not a rate
-	// limit, so it is neither paused on nor retried. Throttled and
-	// Retryable are false and Delay is zero.
+	// RetrySaid reports that the vendor said whether to retry, with
+	// Stripe-Should-Retry or X-Should-Retry (see ShouldRetry): then
+	// Retryable is its word, overriding the rules above. "true" makes an
+	// error response (status 400 or more) retryable whatever its status
+	// and method, e.g. Stripe's 409 lock_timeout or a 5xx to a POST;
+	// "false" makes nothing retryable, a throttled response included
+	// (which is still Throttled: the vendor throttled it). A "true" on a
+	// success is not a reason to send it again. An Ignored response is
+	// never retried, whatever the vendor says.
+	RetrySaid bool
+
+	// Ignored reports that the response matched Signals.Ignore, or is a
+	// billing stop (QuotaExhausted): it looks throttled but is not a rate
+	// limit, so it is neither paused on nor retried. Throttled, Retryable
+	// and RetrySaid are false and Delay is zero.
 	Ignored bool
+
+	// QuotaExhausted reports a billing stop (with Signals.Body
+	// BodyOpenAI: OpenAI's 429 "insufficient_quota", see
+	// OpenAIBillingStop): the account's quota or spend limit is used up,
+	// and waiting does not help. Ignored is true too. A client should
+	// report it as an error of its own, not as a throttle.
+	QuotaExhausted bool
+
+	// Global reports, with Signals.Body BodyDiscord, that the vendor said
+	// the limit hit is the account's global one, not a route's: every
+	// request of the account must wait, not only those like this one.
+	Global bool
+
+	// Err says why a throttled response's body, read by Signals.Body,
+	// gave no signal (it wraps ErrMalformed): the headers decided
+	// instead. Nil when the body was read or not needed.
+	Err error
 
 	// Delay is how long the vendor asked the client to wait, capped at
 	// Signals.MaxDelay. Zero means either no usable delay (Source empty)
 	// or the vendor's explicit "now" (Source set, e.g. Retry-After: 0).
 	Delay time.Duration
 
-	// Source names the header Delay came from, e.g. "Retry-After"; empty
-	// when the vendor gave no usable delay. It tells a zero Delay the
+	// Source names the header Delay came from, e.g. "Retry-After", or
+	// "body retry_after" (Discord's body); empty when the vendor gave no
+	// usable delay. It tells a zero Delay the
 	// vendor asked for, which means "retry at once", from none at all,
 	// which leaves the wait to the caller's defaults.
 	Source string
@@ -74,6 +104,19 @@ const (
 // delay is capped at Signals.MaxDelay. A throttled response with no usable
 // delay gets Signals.DefaultDelay, if set (Source "default_delay").
 //
+// With Signals.Body BodyOpenAI, a billing stop (OpenAIBillingStop) is
+// checked before Signals.Ignore and is Ignored and QuotaExhausted. With
+// BodyDiscord, a throttled 429's body is read first: a positive
+// retry_after is the delay (Source "body retry_after"), before any header,
+// since for a global limit the bucket headers describe the route, not the
+// limit hit; global: true, X-RateLimit-Global: true or X-RateLimit-Scope:
+// global set Global. A body that is not Discord's JSON, or a retry_after
+// that is negative, huge or not a number, is Err, and the headers give the
+// delay as without a body.
+//
+// Last, Stripe-Should-Retry and X-Should-Retry (ShouldRetry) set RetrySaid
+// and Retryable on any response that is not Ignored.
+//
 // One zero is not skipped: a retry-after-ms or Retry-After of zero seconds
 // ("0", "0.0") is the vendor saying "retry now" (RFC 9110 allows
 // delay-seconds of 0). When no header gives a positive delay, it gives a
@@ -85,8 +128,8 @@ const (
 // the body and then replaces resp.Body with a reader that yields the
 // whole original body (the bytes read, then the rest) and closes the
 // original body. It reads the body only when a rule with BodyContains has
-// the response's status, and at most once however often it is called on
-// the same response. Because it may replace resp.Body, it must not run
+// the response's status, or Signals.Body is set and the status is 429,
+// and at most once however often it is called on the same response. Because it may replace resp.Body, it must not run
 // concurrently with other uses of resp. A nil resp gives the zero
 // Verdict. Classify never panics on what a server sends.
 func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
@@ -96,6 +139,9 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 	var sig Signals
 	if s != nil {
 		sig = *s
+	}
+	if sig.Body == BodyOpenAI && OpenAIBillingStop(resp) {
+		return Verdict{Ignored: true, QuotaExhausted: true}
 	}
 	m := matcher{resp: resp}
 	for _, r := range sig.Ignore {
@@ -113,14 +159,41 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 			break
 		}
 	}
-	d, src := vendorDelay(resp.Header, &sig, throttled, now)
-	if throttled && src == "" && sig.DefaultDelay > 0 {
-		d, src = sig.DefaultDelay, "default_delay"
+	v := Verdict{Throttled: throttled, Retryable: throttled}
+	if throttled && sig.Body == BodyDiscord {
+		v.Delay, v.Source, v.Global, v.Err = discordSignal(resp, sig.maxDelay())
+	}
+	if v.Source == "" {
+		v.Delay, v.Source = vendorDelay(resp.Header, &sig, throttled, now)
+	}
+	if throttled && v.Source == "" && sig.DefaultDelay > 0 {
+		v.Delay, v.Source = sig.DefaultDelay, "default_delay"
 		if max := sig.maxDelay(); max > 0 {
-			d = min(d, max)
+			v.Delay = min(v.Delay, max)
 		}
 	}
-	return Verdict{Throttled: throttled, Retryable: throttled, Delay: d, Source: src}
+	if retry, ok := ShouldRetry(resp.Header); ok {
+		v.RetrySaid = true
+		v.Retryable = retry && (throttled || resp.StatusCode >= 400)
+	}
+	return v
+}
+
+// Source of a delay read from Discord's body.
+const sourceDiscordBody = "body retry_after"
+
+// discordSignal reads a throttled response the Discord way: the delay
+// from the body's retry_after (capped at max; none when max is 0 or it is
+// not positive), whether the limit is global (the body, or the headers
+// Discord sends with it), and why the body could not be read.
+func discordSignal(resp *http.Response, max time.Duration) (time.Duration, string, bool, error) {
+	dr, ok, err := ReadDiscordRateLimit(resp)
+	global := dr.Global || strings.EqualFold(strings.TrimSpace(first(resp.Header, "X-RateLimit-Global")), "true") ||
+		strings.EqualFold(strings.TrimSpace(first(resp.Header, "X-RateLimit-Scope")), "global")
+	if !ok || dr.RetryAfter <= 0 || max <= 0 {
+		return 0, "", global, err
+	}
+	return capDelay(dr.RetryAfter, max), sourceDiscordBody, global, nil
 }
 
 // vendorDelay returns the first positive delay in h, capped, and the name
@@ -134,7 +207,13 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 	}
 	if throttled {
 		for _, name := range s.DelayHeaders {
-			if d, ok := parseAny(first(h, name), now); ok {
+			v := first(h, name)
+			d, ok := parseAny(v, now)
+			if strings.EqualFold(name, headerRetryAfterMs) {
+				// Its number is milliseconds, not seconds.
+				d, ok = parseMillis(v)
+			}
+			if ok {
 				return capDelay(d, max), name
 			}
 		}

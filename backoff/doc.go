@@ -70,4 +70,17 @@
 // [ShouldRetry] (Stripe-Should-Retry and X-Should-Retry). Like
 // ReadCounters and Classify, they never read the clock, read at most
 // MaxBodyPeek bytes of a body and give it back whole.
+//
+// # Bodies and the vendor's word on retrying
+//
+// Classify and Policy use those readers. [Signals.Body] opts a vendor in:
+// with [BodyDiscord] a throttled 429's retry_after is the delay, before
+// any header, and its global flag sets [Verdict.Global] (the account's
+// global limit, which a transport pauses provider-wide); with
+// [BodyOpenAI] a billing stop is [Verdict.Ignored] and
+// [Verdict.QuotaExhausted], never retried nor paused on. A body that
+// cannot be read is [Verdict.Err] and the headers decide. For every
+// vendor, Stripe-Should-Retry and X-Should-Retry set [Verdict.RetrySaid]
+// and overrule Policy both ways: true retries any error response, false
+// retries nothing.
 package backoff

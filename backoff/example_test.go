@@ -29,7 +29,7 @@ func ExampleClassify() {
 func ExampleClassify_ignore() {
 	now := time.Date(2026, time.November, 21, 6, 0, 0, 0, time.UTC)
 	openai := &backoff.Signals{
-		Ignore:       []backoff.Rule{{Status: 429, BodyContains: "insufficient_quota"}},
+		Body:         backoff.BodyOpenAI,
 		DelayHeaders: []string{"x-ratelimit-reset-requests"},
 	}
 	billing := &http.Response{
@@ -37,21 +37,23 @@ func ExampleClassify_ignore() {
 		Header:     http.Header{},
 		Body:       io.NopCloser(strings.NewReader(`{"error":{"code":"insufficient_quota"}}`)),
 	}
-	fmt.Printf("%+v\n", backoff.Classify(billing, openai, now))
+	v := backoff.Classify(billing, openai, now)
+	fmt.Printf("billing: throttled %v, ignored %v, quota exhausted %v\n", v.Throttled, v.Ignored, v.QuotaExhausted)
 
 	limited := &http.Response{
 		StatusCode: 429,
 		Header:     http.Header{"X-Ratelimit-Reset-Requests": {"6m0s"}},
 		Body:       io.NopCloser(strings.NewReader(`{"error":{"code":"rate_limit_exceeded"}}`)),
 	}
-	fmt.Printf("%+v\n", backoff.Classify(limited, openai, now))
+	v = backoff.Classify(limited, openai, now)
+	fmt.Printf("rate: throttled %v, retryable %v, delay %v from %s\n", v.Throttled, v.Retryable, v.Delay, v.Source)
 
 	// The body is still there for the caller.
 	body, _ := io.ReadAll(billing.Body)
 	fmt.Println(string(body))
 	// Output:
-	// {Throttled:false Retryable:false Ignored:true Delay:0s Source:}
-	// {Throttled:true Retryable:true Ignored:false Delay:6m0s Source:x-ratelimit-reset-requests}
+	// billing: throttled false, ignored true, quota exhausted true
+	// rate: throttled true, retryable true, delay 6m0s from x-ratelimit-reset-requests
 	// {"error":{"code":"insufficient_quota"}}
 }
 

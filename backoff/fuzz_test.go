@@ -88,6 +88,9 @@ func FuzzClassify(f *testing.F) {
 	f.Add(503, "RateLimit", `"default";r=0;t=30`, "", "", "", "")
 	f.Add(0, "", "", "", "", "", "")
 	f.Add(-1, "X-RateLimit-Reset", "99999999999999999999", "\x00\xff", "\x00", "\x00", "\x00")
+	f.Add(429, "X-RateLimit-Global", "true", `{"retry_after":64.57,"global":true}`, "", "", "")
+	f.Add(429, "X-Should-Retry", "false", `{"retry_after":-1e308,"global":"yes"}`, "", "", "")
+	f.Add(409, "Stripe-Should-Retry", "true", `{"error":{"code":"insufficient_quota","type":7}}`, "", "", "")
 	f.Fuzz(func(t *testing.T, status int, name, value, body, ruleHeader, ruleValue, contains string) {
 		h := http.Header{}
 		if name != "" {
@@ -102,9 +105,11 @@ func FuzzClassify(f *testing.F) {
 			DelayHeaders: []string{name, ruleHeader},
 			MaxDelay:     capD,
 		}
-		for _, sig := range []*Signals{nil, s} {
+		withBody := func(b string) *Signals { c := *s; c.Body = b; return &c }
+		for _, sig := range []*Signals{nil, s, withBody(BodyDiscord), withBody(BodyOpenAI)} {
 			v := Classify(resp, sig, now)
-			if v.Retryable != v.Throttled || (v.Ignored && (v.Throttled || v.Delay != 0)) {
+			if (!v.RetrySaid && v.Retryable != v.Throttled) || (v.Ignored && (v.Throttled || v.Retryable || v.Delay != 0)) ||
+				(v.QuotaExhausted && !v.Ignored) {
 				t.Fatalf("Classify = %+v: inconsistent verdict", v)
 			}
 			limit := DefaultMaxDelay

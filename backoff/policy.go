@@ -38,6 +38,13 @@ var ErrNoResponse = errors.New("backoff: retries ended without a response or an 
 //   - its status is 5xx other than 501 (or 0), and the request is
 //     idempotent or carries an Idempotency-Key (see Retryable).
 //
+// The vendor's own word overrides both rules: a response with
+// Stripe-Should-Retry or X-Should-Retry "false" is never retried, and an
+// error response (400 or more) with "true" is retried whatever its status
+// and method, e.g. Stripe's 409 lock_timeout or a 503 to a POST (see
+// Verdict.RetrySaid). A response the Signals ignore (a billing stop
+// included) is never retried, whatever the vendor says.
+//
 // A failed request (no response) is retried when the request is
 // idempotent or carries an Idempotency-Key and the error is a transient
 // network failure: a refused, reset or broken connection, an unexpected
@@ -133,6 +140,10 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 	switch {
 	case v.Ignored:
 		return false, nil
+	case v.RetrySaid:
+		if !v.Retryable {
+			return false, nil
+		}
 	case v.Throttled:
 	case retryableStatus(resp.StatusCode) && requestRetryable(ctx, resp, nil):
 	default:

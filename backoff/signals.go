@@ -38,7 +38,8 @@ type Signals struct {
 	// before the standard ones (e.g. "x-ratelimit-reset-requests").
 	// Each value may be delay-seconds (integer or decimal), an HTTP-date,
 	// an RFC 3339 timestamp, a Go-like duration ("6m0s", "12ms") or an
-	// epoch in seconds (a number greater than 1e9).
+	// epoch in seconds (a number greater than 1e9); retry-after-ms, by
+	// name, is a number of milliseconds.
 	DelayHeaders []string
 
 	// DefaultDelay is the delay of a throttled response that names none.
@@ -51,7 +52,25 @@ type Signals struct {
 	// A negative value means the vendor's delays are not trusted at all:
 	// Classify reports none, and Policy falls back to exponential backoff.
 	MaxDelay time.Duration
+
+	// Body names how the vendor's 429 bodies say more than the headers:
+	// BodyDiscord or BodyOpenAI; empty means they are not read. See
+	// Classify.
+	Body string
 }
+
+// The vendors whose 429 bodies Classify reads (Signals.Body).
+const (
+	// BodyDiscord: retry_after (decimal seconds) is the delay, before any
+	// header, and global: true (or X-RateLimit-Global: true, or
+	// X-RateLimit-Scope: global) says the bot's global limit was hit
+	// (ReadDiscordRateLimit, Verdict.Global).
+	BodyDiscord = "discord"
+	// BodyOpenAI: a 429 with error code or type "insufficient_quota" is a
+	// billing stop, not a throttle (OpenAIBillingStop,
+	// Verdict.QuotaExhausted).
+	BodyOpenAI = "openai"
+)
 
 // A Rule matches a response: all set fields must match.
 type Rule struct {
@@ -123,6 +142,11 @@ func (s *Signals) Validate() error {
 	}
 	check("Rules", s.Rules)
 	check("Ignore", s.Ignore)
+	switch s.Body {
+	case "", BodyDiscord, BodyOpenAI:
+	default:
+		add("Body", "%q is not a body format (want %q or %q)", s.Body, BodyDiscord, BodyOpenAI)
+	}
 	if s.DefaultDelay < 0 {
 		add("DefaultDelay", "%v is negative", s.DefaultDelay)
 	}

@@ -2,8 +2,8 @@
 // metrics. It lives in its own package so that programs that do not use
 // Prometheus do not link client_golang.
 //
-//	obs := prom.New()
-//	prometheus.MustRegister(obs)
+//	obs, err := prom.New(prom.WithRegisterer(prometheus.DefaultRegisterer))
+//	if err != nil { ... }
 //	client, err := throttle.NewClient(throttle.WithObserver(obs), ...)
 //
 // Every label takes bounded values: provider and limit names come from
@@ -13,25 +13,49 @@ package prom
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/quota"
 )
+
+// DefaultBuckets are throttle_wait_seconds' buckets: from "went at once"
+// (the bucket 0) to the longest waits a max_wait commonly allows.
+var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 
 // Observer is a throttle.Observer and a prometheus.Collector.
 //
-// Metrics:
+// Metrics (names with the namespace of WithNamespace, if any, and "_"
+// before them):
 //
 //	throttle_events_total{provider,event,limit}      counter: every event by kind
 //	                                                 (decided, waited, refused, cancelled,
 //	                                                 upstream_throttled, paused, store_error,
 //	                                                 fell_back); limit is the deciding limit or ""
 //	throttle_wait_seconds{provider}                  histogram: the wait of each admitted request
-//	throttle_remaining{provider,limit}               gauge: remaining after the latest decision;
-//	                                                 for a per-tenant limit, the latest tenant's
+//	throttle_remaining{provider,limit}               gauge: remaining after the latest decision,
+//	                                                 for limits with one state per provider only
 //	throttle_upstream_throttled_total{provider,status} counter: vendor throttles by status
+//
+// throttle_remaining reports a limit only where the provider's requests
+// share one state: a limit of scope provider, or the shared state that a
+// scoped limit keeps for requests without a scope value (missing: shared).
+// A per-tenant limit has one state per tenant, and a gauge per provider and
+// limit set from each decision would show whichever tenant went last:
+// with tenants A (nearly out) and B (idle) alternating it would jump
+// between 0 and the full quota at every request, and an alert on it would
+// fire and clear at random. Keeping a series per tenant is no answer
+// either: scope values are unbounded and never labels. Nor is "the
+// minimum over a scrape interval": it depends on who scrapes when (two
+// Prometheus servers would each reset it for the other). Per-tenant
+// pressure shows instead as refusals and waits by limit
+// (throttle_events_total{event="refused",limit=...}), and `throttle status
+// --top` lists the busiest tenants from the store itself.
 type Observer struct {
 	events    *prometheus.CounterVec
 	wait      *prometheus.HistogramVec
@@ -44,28 +68,114 @@ var (
 	_ prometheus.Collector = (*Observer)(nil)
 )
 
-// New returns an Observer. Register it with a prometheus.Registerer.
-func New() *Observer {
-	return &Observer{
+// An Option configures New.
+type Option interface{ apply(*settings) error }
+
+type optionFunc func(*settings) error
+
+func (f optionFunc) apply(s *settings) error { return f(s) }
+
+type settings struct {
+	namespace string
+	buckets   []float64
+	reg       prometheus.Registerer
+}
+
+// WithNamespace puts ns before every metric's name: "acme" makes
+// acme_throttle_events_total. ns must be a valid metric name part
+// ([a-zA-Z_][a-zA-Z0-9_]*). The default is none.
+func WithNamespace(ns string) Option {
+	return optionFunc(func(s *settings) error {
+		if !validName(ns) {
+			return fmt.Errorf("prom: WithNamespace(%q): want [a-zA-Z_][a-zA-Z0-9_]*", ns)
+		}
+		s.namespace = ns
+		return nil
+	})
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// WithBuckets sets throttle_wait_seconds' upper bounds, in seconds,
+// strictly increasing (DefaultBuckets by default). Keep a bucket 0 to see
+// how many requests went at once, and one at the longest max_wait.
+func WithBuckets(b ...float64) Option {
+	return optionFunc(func(s *settings) error {
+		if len(b) == 0 {
+			return errors.New("prom: WithBuckets(): no buckets")
+		}
+		for i, v := range b {
+			if math.IsNaN(v) || i > 0 && v <= b[i-1] {
+				return fmt.Errorf("prom: WithBuckets(%v): want numbers in strictly increasing order", b)
+			}
+		}
+		s.buckets = append([]float64(nil), b...)
+		return nil
+	})
+}
+
+// WithRegisterer has New register the Observer with reg, e.g.
+// prometheus.DefaultRegisterer. Without it New registers nothing and the
+// caller registers the Observer where it wants.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return optionFunc(func(s *settings) error {
+		if reg == nil {
+			return errors.New("prom: WithRegisterer(nil)")
+		}
+		s.reg = reg
+		return nil
+	})
+}
+
+// New returns an Observer. It fails on a bad option, or when WithRegisterer
+// is given and the registration fails (e.g. a second Observer with the same
+// namespace in the same registry).
+func New(opts ...Option) (*Observer, error) {
+	s := settings{buckets: DefaultBuckets}
+	for _, o := range opts {
+		if err := o.apply(&s); err != nil {
+			return nil, err
+		}
+	}
+	const sub = "throttle"
+	o := &Observer{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "throttle_events_total",
+			Namespace: s.namespace, Subsystem: sub, Name: "events_total",
 			Help: "What the throttle did with requests, by provider, event and deciding limit.",
 		}, []string{"provider", "event", "limit"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "throttle_wait_seconds",
-			Help: "How long admitted requests waited for their reserved slot.",
-			// From "went at once" to the longest waits a max_wait allows.
-			Buckets: []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+			Namespace: s.namespace, Subsystem: sub, Name: "wait_seconds",
+			Help:    "How long admitted requests waited for their reserved slot.",
+			Buckets: s.buckets,
 		}, []string{"provider"}),
 		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "throttle_remaining",
-			Help: "Requests a limit would still admit at once, after the latest decision.",
+			Namespace: s.namespace, Subsystem: sub, Name: "remaining",
+			Help: "Requests a provider-wide limit would still admit at once, after the latest decision.",
 		}, []string{"provider", "limit"}),
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "throttle_upstream_throttled_total",
+			Namespace: s.namespace, Subsystem: sub, Name: "upstream_throttled_total",
 			Help: "Responses in which the vendor said it throttled the request, by status.",
 		}, []string{"provider", "status"}),
 	}
+	if s.reg != nil {
+		if err := s.reg.Register(o); err != nil {
+			return nil, fmt.Errorf("prom: registering the throttle metrics: %w", err)
+		}
+	}
+	return o, nil
 }
 
 // Observe records e.
@@ -78,7 +188,9 @@ func (o *Observer) Observe(_ context.Context, e throttle.Event) {
 		o.upstream.WithLabelValues(e.Provider, strconv.Itoa(e.Status)).Inc()
 	}
 	for i, it := range e.Items {
-		if i < len(e.Statuses) && it.Limit != nil {
+		// The key is the limit's name alone exactly when the item is
+		// the provider's one state of that limit (quota.KeyOf).
+		if i < len(e.Statuses) && it.Limit != nil && it.Key == quota.KeyOf(it.Limit.Name, "") {
 			o.remaining.WithLabelValues(e.Provider, it.Limit.Name).Set(float64(e.Statuses[i].Remaining))
 		}
 	}

@@ -2,23 +2,29 @@ package prom_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jarcoal/httpmock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/prom"
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 )
 
 func TestObserverRecordsEvents(t *testing.T) {
 	t.Parallel()
-	o := prom.New()
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(o); err != nil {
+	o, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -36,7 +42,7 @@ func TestObserverRecordsEvents(t *testing.T) {
 throttle_events_total{event="decided",limit="",provider="stripe"} 1
 throttle_events_total{event="refused",limit="peak",provider="stripe"} 1
 throttle_events_total{event="upstream_throttled",limit="",provider="stripe"} 1
-# HELP throttle_remaining Requests a limit would still admit at once, after the latest decision.
+# HELP throttle_remaining Requests a provider-wide limit would still admit at once, after the latest decision.
 # TYPE throttle_remaining gauge
 throttle_remaining{limit="peak",provider="stripe"} 0
 # HELP throttle_upstream_throttled_total Responses in which the vendor said it throttled the request, by status.
@@ -49,5 +55,101 @@ throttle_upstream_throttled_total{provider="stripe",status="429"} 1
 	}
 	if n := testutil.CollectAndCount(o, "throttle_wait_seconds"); n != 1 {
 		t.Errorf("wait histogram series = %d, want 1", n)
+	}
+}
+
+const tenantsYAML = `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    on_limit: fail
+    limits:
+      - {name: global, limit: 100/min}
+      - {name: per-tenant, limit: 10/min, scope: business}
+`
+
+// Two tenants alternate, A busy (three requests a turn) and B light (one):
+// throttle_remaining must not jump between A's state and B's. The
+// provider-wide limit is one state and is reported exactly; the per-tenant
+// limit has a state per tenant and is not reported by provider and limit.
+func TestRemainingIsStableAcrossTenants(t *testing.T) {
+	t.Parallel()
+	cfg, err := providers.Load("tenants.yaml", []byte(tenantsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) // never moves: exact counts
+	mock := httpmock.NewMockTransport()
+	mock.RegisterNoResponder(httpmock.NewStringResponder(200, "ok"))
+	reg := prometheus.NewPedanticRegistry()
+	obs, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)),
+		throttle.WithStore(quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})),
+		throttle.WithClock(clock), throttle.WithBase(mock), throttle.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	send := func(tenant string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(throttle.WithBusiness(context.Background(), tenant), "GET", "https://api.vendor.test/x", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("tenant %s, request %d: %v", tenant, sent+1, err)
+		}
+		resp.Body.Close()
+		sent++
+	}
+	for turn := 0; turn < 3; turn++ {
+		for _, tenant := range []string{"a", "a", "a", "b"} {
+			send(tenant)
+			want := fmt.Sprintf(`
+# HELP throttle_remaining Requests a provider-wide limit would still admit at once, after the latest decision.
+# TYPE throttle_remaining gauge
+throttle_remaining{limit="global",provider="vendor"} %d
+`, 100-sent)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_remaining"); err != nil {
+				t.Fatalf("after request %d (tenant %s): %v", sent, tenant, err)
+			}
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	o, err := prom.New(prom.WithNamespace("acme"), prom.WithBuckets(0, 1, 10), prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Observe(context.Background(), throttle.Event{Kind: throttle.Decided, Provider: "stripe", Wait: 2 * time.Second})
+	want := `
+# HELP acme_throttle_wait_seconds How long admitted requests waited for their reserved slot.
+# TYPE acme_throttle_wait_seconds histogram
+acme_throttle_wait_seconds_bucket{provider="stripe",le="0"} 0
+acme_throttle_wait_seconds_bucket{provider="stripe",le="1"} 0
+acme_throttle_wait_seconds_bucket{provider="stripe",le="10"} 1
+acme_throttle_wait_seconds_bucket{provider="stripe",le="+Inf"} 1
+acme_throttle_wait_seconds_sum{provider="stripe"} 2
+acme_throttle_wait_seconds_count{provider="stripe"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "acme_throttle_wait_seconds"); err != nil {
+		t.Error(err)
+	}
+	// The same metrics twice in one registry: New says so.
+	if _, err := prom.New(prom.WithNamespace("acme"), prom.WithRegisterer(reg)); err == nil {
+		t.Error("a second registration of the same metrics succeeded")
+	}
+	for _, bad := range []prom.Option{
+		prom.WithNamespace(""), prom.WithNamespace("1acme"), prom.WithNamespace("ac-me"),
+		prom.WithBuckets(), prom.WithBuckets(1, 1), prom.WithBuckets(2, 1), prom.WithBuckets(math.NaN()),
+		prom.WithRegisterer(nil),
+	} {
+		if o, err := prom.New(bad); err == nil || o != nil {
+			t.Errorf("New(%#v) = %v, %v: want an error", bad, o, err)
+		}
 	}
 }

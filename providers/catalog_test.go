@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetquota/throttle/config"
 	"github.com/fleetquota/throttle/quota"
@@ -126,6 +127,30 @@ func TestCatalogVariables(t *testing.T) {
 	gh, _ := cfg.Provider("github")
 	if got := gh.Limits[0].Quota.Rate; got != 12825 { // 13500 * 95%
 		t.Errorf("github core rate %d, want 12825", got)
+	}
+}
+
+// TestCatalogSalesforceRolling: Salesforce's allocation over a rolling 24
+// hours is a rolling window of the allocation less headroom, which
+// SALESFORCE_DAILY_ALLOCATION sets.
+func TestCatalogSalesforceRolling(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+	}{
+		{nil, 95000}, // 100,000 * 95%
+		{map[string]string{"SALESFORCE_DAILY_ALLOCATION": "150000"}, 142500},
+	} {
+		cfg, err := Load(CatalogName, config.Providers(), env(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, _ := cfg.Provider("salesforce")
+		want := quota.Limit{Name: "daily-rolling", Kind: quota.Rolling, Rate: tc.want, Period: 24 * time.Hour}
+		if got := *sf.Limits[0].Quota; got != want {
+			t.Errorf("env %v: salesforce limit %+v, want %+v", tc.env, got, want)
+		}
 	}
 }
 

@@ -39,14 +39,16 @@ const (
 	// ScopeChanged: the limit's scope changed, so its keys do: spent
 	// quota is forgotten.
 	ScopeChanged
-	// KindChanged: a GCRA limit became a calendar window or the reverse.
-	// The key stays, but its state is of the other kind and cannot be
-	// read as the new one: the Redis store fails the limit's decisions
-	// (WRONGTYPE) until the old state expires or is reset.
+	// KindChanged: a limit changed kind (GCRA, calendar window, rolling
+	// window). The key stays, but its state is of the other kind and
+	// cannot be read as the new one: between GCRA and a window the Redis
+	// store fails the limit's decisions (WRONGTYPE) until the old state
+	// expires or is reset; between the two windows the count is
+	// forgotten.
 	KindChanged
 	// WindowChanged: a calendar window's unit, reset time or time zone
-	// changed, so its windows start at other times: the count of the
-	// current window is forgotten.
+	// changed, so its windows start at other times, or a rolling window's
+	// period changed its bucket width: the count is forgotten.
 	WindowChanged
 	// LimitAdded: a new limit, whose state starts empty. Until every
 	// process runs the new configuration, only the new ones count it.
@@ -197,12 +199,19 @@ func providerChanges(op, np *Provider) []Change {
 			add(name, ScopeChanged, "scope %s -> %s: its keys change (%s), so spent quota is forgotten", ol.Scope, nl.Scope, keyShape(name, nl.Scope))
 		}
 		oq, nq := ol.Quota, nl.Quota
-		if oq.Kind != nq.Kind {
+		switch {
+		case oq.Kind != nq.Kind && oq.Kind != quota.GCRA && nq.Kind != quota.GCRA:
+			add(name, KindChanged, "%s -> %s: its key holds counts of the other kind, which the new one cannot read, so spent quota is forgotten",
+				oq.Kind, nq.Kind)
+		case oq.Kind != nq.Kind:
 			add(name, KindChanged, "%s -> %s: its key holds state of the other kind, which the new one cannot read: the Redis store fails its decisions (WRONGTYPE) until that state expires; reset it (throttle reset %s/%s) when the new configuration is everywhere",
 				oq.Kind, nq.Kind, op.Name, name)
-		} else if oq.Kind == quota.Window && !sameCalendar(oq.Calendar, nq.Calendar) {
+		case oq.Kind == quota.Window && !sameCalendar(oq.Calendar, nq.Calendar):
 			add(name, WindowChanged, "window %s -> %s: windows start at other times, so the count of the current window is forgotten",
 				calendarString(oq.Calendar), calendarString(nq.Calendar))
+		case oq.Kind == quota.Rolling && oq.BucketWidth() != nq.BucketWidth():
+			add(name, WindowChanged, "rolling period %v -> %v: its buckets change width, so the count of the trailing period is forgotten",
+				oq.Period, nq.Period)
 		}
 	}
 	for _, nl := range np.allLimits() {

@@ -52,6 +52,7 @@ func TestChanges(t *testing.T) {
 		{"window zone", "100/day", "100/day resets 00:00 Europe/Berlin", []string{"gh/daily window changed"}},
 		{"window unit", "100/day", "100/month", []string{"gh/daily window changed"}},
 		{"window quota", "100/day", "200/day", nil},
+		{"window to rolling", "100/day", "100/day rolling", []string{"gh/daily kind changed"}},
 		{"provider removed", "  wide:\n    hosts: [api.wide.test]\n    limits:\n      - {name: peak, limit: 100/s}\n      - {name: per, limit: 10/s, scope: business}\n", "",
 			[]string{"wide provider removed"}},
 		{"provider renamed", "  wide:", "  broad:", []string{"wide provider renamed", "broad provider added"}},
@@ -87,6 +88,31 @@ func TestChanges(t *testing.T) {
 				t.Errorf("Changes:\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestChangesRolling: a rolling window's period change forgets its count
+// when its buckets change width, and only then.
+func TestChangesRolling(t *testing.T) {
+	t.Parallel()
+	conf := func(limit string) *Config {
+		return mustLoad(t, "providers:\n  sf:\n    hosts: [x.sf.test]\n    limits: [{name: daily, limit: "+limit+"}]\n")
+	}
+	old := conf("15000/24h rolling")
+	for limit, want := range map[string]string{
+		"15000/day rolling":  "[]",
+		"9000/24h rolling":   "[]",
+		"15000/12h rolling":  "[sf/daily window changed]",
+		"15000/day":          "[sf/daily kind changed]",
+		"15000/24h burst 10": "[sf/daily kind changed]",
+	} {
+		var got []string
+		for _, c := range Changes(old, conf(limit)) {
+			got = append(got, c.Provider+"/"+c.Limit+" "+c.Kind.String())
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("15000/24h rolling -> %s: %v, want %s", limit, got, want)
+		}
 	}
 }
 

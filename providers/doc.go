@@ -35,6 +35,7 @@
 //	    local_share: 10%            # required with local, refused otherwise
 //	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
+//	    sync: {...}                 # see Sync
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
 //
@@ -61,8 +62,8 @@
 // # Limits
 //
 // Each limit has a name, unique within its provider (routes included), and
-// is either a GCRA limit or a calendar window, written in a short form or
-// with explicit fields:
+// is a GCRA limit, a calendar window or a rolling window, written in a
+// short form or with explicit fields:
 //
 //	limits:
 //	- {name: peak, limit: 100/s}                    # GCRA: 100 per second, burst 100
@@ -73,13 +74,18 @@
 //	- {name: daily, quota: 250000, per: day, resets: "00:00", timezone: America/Los_Angeles}
 //	- {name: monthly, limit: 1000000/month}         # windows: hour, day, month
 //	- {name: hourly, limit: 1000/hour resets 00:30} # "resets" makes /hour a window
+//	- {name: api, limit: 15000/24h rolling}         # at most 15000 in any trailing 24h
+//	- {name: api, quota: 15000, per: 24h, rolling: true}
 //
 // N/ms, /s, /min, /h and /<duration> are GCRA limits; N/day and N/month are
 // calendar windows (a GCRA over a day would admit twice the quota in one
 // calendar day); N/hour is a window only with "resets". A window resets at
 // 00:00 UTC unless told otherwise; an hourly window resets at 00:MM past
 // each hour. The time zone is an IANA name; programs in minimal container
-// images should import time/tzdata.
+// images should import time/tzdata. "rolling" after any period (a
+// duration, h, or day for 24h; not month) makes a rolling window: at most
+// N in any trailing period, never more (quota's doc, "The decision"). It
+// has no burst and no reset; its period is 1ms to 71 years.
 //
 // "N concurrent" (optionally "lease D", from 1s to 24h, default
 // DefaultLease) is a concurrency limit: at most N requests in flight, each
@@ -184,6 +190,32 @@
 //	  delay_headers: [Retry-After-Ms]
 //	  default_delay: 1m          # delay of a throttled response that names none
 //	  max_delay: 10m             # cap on any vendor-supplied delay
+//	  body: discord              # or openai: read the vendor's 429 body (Signals.Body)
+//
+// body: discord reads Discord's 429 body: its decimal retry_after is the
+// delay, before any header, and global: true says the bot's global limit
+// was hit, which pauses the provider's own pause as well as the request's
+// (see the transport). body: openai tells OpenAI's 429
+// "insufficient_quota", a billing stop, from a rate limit: it is neither
+// paused on nor retried, and throttle.NewClient returns it as an error
+// matching throttle.ErrQuotaExhausted.
+//
+// # Sync
+//
+// sync says how the vendor reports its own counters on every response
+// (a backoff.Format) and which limit each counter is (Sync):
+//
+//	sync:
+//	  format: x-ratelimit                     # backoff.ParseFormat names
+//	  counters: {core: core, search: search}  # backoff.Reading.Counter -> limit name
+//
+// A provider's counters may name any of its limits, routes' included; a
+// route's sync replaces the provider's for its requests and names limits
+// of its stack. Resolve puts the one that applies in Resolution.Sync; the
+// transport reads the counters and drains the store to them
+// (quota.Reservation.Sync). An unknown format, a counter mapped to an
+// unknown limit or to a rolling window (whose trailing count cannot be
+// placed in its buckets) and a missing or empty counters map are errors.
 //
 // # Variables
 //

@@ -461,7 +461,7 @@ func validName(s string) bool { return nameRE.MatchString(s) }
 
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
-	"mode", "on_store_error", "local_share", "signals", "keys",
+	"mode", "on_store_error", "local_share", "signals", "keys", "sync",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -562,6 +562,9 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	if n := f["routes"]; n != nil {
 		p.Routes, routeNodes = l.routes(p, n, path+".routes", bp, names, limitNodes)
 	}
+	if n := f["sync"]; n != nil {
+		p.Sync = l.sync(n, path+".sync", "provider "+p.Name, append(limitNodes, routeNodes...))
+	}
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
 	}
@@ -613,7 +616,7 @@ func (l *loader) tenantKeys(p *Provider, lims []*limitNodes, keys *yaml.Node, pa
 
 func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 	var s backoff.Signals
-	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "default_delay", "max_delay")
+	f := l.fields(n, path, "throttled", "ignore", "delay_headers", "default_delay", "max_delay", "body")
 	if f == nil {
 		return s
 	}
@@ -637,6 +640,17 @@ func (l *loader) signals(n *yaml.Node, path string) backoff.Signals {
 	}
 	if r := f["max_delay"]; r != nil {
 		s.MaxDelay, _ = l.duration(r, path+".max_delay", false)
+	}
+	if r := f["body"]; r != nil {
+		if b, ok := l.str(r, path+".body", "a body format"); ok {
+			switch b {
+			case backoff.BodyDiscord, backoff.BodyOpenAI:
+				s.Body = b
+			default:
+				l.add(r, path+".body", "unknown body format %q: want %s (retry_after and global in a 429's JSON) or %s (insufficient_quota, a billing stop)",
+					b, backoff.BodyDiscord, backoff.BodyOpenAI)
+			}
+		}
 	}
 	return s
 }
@@ -725,7 +739,7 @@ type limitNodes struct {
 
 var limitFields = []string{
 	"name", "limit", "rate", "period", "burst", "quota", "per", "resets", "timezone",
-	"scope", "missing", "only",
+	"rolling", "scope", "missing", "only",
 }
 
 func (l *loader) limits(n *yaml.Node, path string, bp int64, names map[string]string) ([]Limit, []*limitNodes) {
@@ -782,7 +796,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	tzPath := path + ".timezone"
 	hasReset := false
 	if sn := f["limit"]; sn != nil {
-		for _, k := range []string{"rate", "period", "quota", "per"} {
+		for _, k := range []string{"rate", "period", "quota", "per", "rolling"} {
 			if f[k] != nil {
 				bad(f[k], path+"."+k, "%s cannot be combined with the short form \"limit\": write one or the other", k)
 			}
@@ -825,6 +839,31 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			if f["per"] != nil {
 				bad(f["per"], path+".per", "per is the unit of a calendar window (with quota); a GCRA limit has a period")
 			}
+			if rn := f["rolling"]; rn != nil {
+				bad(rn, path+".rolling", "rolling belongs to a quota (quota and per: a rolling window); a GCRA limit has rate and period")
+			}
+		case f["quota"] != nil && f["rolling"] != nil && rolls(f["rolling"]):
+			sf.kind = quota.Rolling
+			ln.capacity, ln.capField = f["quota"], "quota"
+			if v, ok := l.integer(f["quota"], path+".quota", 1, maxCount); ok {
+				sf.rate = v
+			} else {
+				good = false
+			}
+			if pn := f["per"]; pn == nil {
+				bad(n, path+".per", "missing: a rolling window needs per, its period, e.g. per: 24h")
+			} else if s, ok := l.str(pn, path+".per", "a duration such as 24h"); !ok {
+				good = false
+			} else if d, ok := rollingPeriods[s]; ok {
+				sf.period = d
+			} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
+				sf.period = d
+			} else {
+				bad(pn, path+".per", "want the rolling period as a duration such as 24h, 10s or 1h30m (or hour or day), got %q", s)
+			}
+			if f["period"] != nil {
+				bad(f["period"], path+".period", "period belongs to a GCRA limit (with rate); a rolling window has per")
+			}
 		case f["quota"] != nil:
 			sf.kind = quota.Window
 			ln.capacity, ln.capField = f["quota"], "quota"
@@ -847,8 +886,15 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 			bad(n, path, "missing the limit itself: want limit (e.g. \"100/s\"), rate and period (GCRA) or quota and per (calendar window)")
 		}
 	}
+	if rn := f["rolling"]; rn != nil && f["limit"] == nil && f["rate"] == nil {
+		if _, ok := l.enum(rn, path+".rolling", "false", "true"); !ok {
+			good = false
+		}
+	}
 	if bn := f["burst"]; bn != nil {
 		switch {
+		case sf.kind == quota.Rolling:
+			bad(bn, path+".burst", "a rolling window has no burst: its whole quota is available at once")
 		case sf.kind == quota.Window:
 			bad(bn, path+".burst", "a calendar window has no burst: its whole quota is available at once")
 		case sf.kind == quota.Concurrency:
@@ -891,11 +937,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 		if node == nil {
 			node = tzNode
 		}
-		what := "GCRA"
-		if sf.kind == quota.Concurrency {
-			what = "a concurrency limit"
-		}
-		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is %s", what)
+		bad(node, path, "resets and timezone belong to calendar windows (quota per hour, day or month); this limit is %s", sf.kind)
 	}
 	if sf.kind == quota.Window {
 		q.Calendar.Unit = sf.unit
@@ -961,6 +1003,10 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if !good {
 		return nil, nil
 	}
+	if q.Kind == quota.Rolling && (q.Period < quota.MinRollingPeriod || q.Period.Microseconds() > quota.MaxExact) {
+		l.add(ln.capacity, join(path, ln.capField), "a rolling period of %v is out of range: want %v to 71 years", q.Period, quota.MinRollingPeriod)
+		return nil, nil
+	}
 	// The engine's own rules, as a backstop: the checks above should
 	// have caught everything it rejects.
 	if q.Kind == quota.GCRA {
@@ -979,6 +1025,15 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	}
 	return lim, ln
 }
+
+// rollingPeriods are the words a rolling window's per may be besides a
+// duration.
+var rollingPeriods = map[string]time.Duration{"hour": time.Hour, "day": 24 * time.Hour}
+
+// rolls reads a limit's rolling field: anything but false makes the limit
+// a rolling window, so that its per is read as one (an invalid value is
+// reported where the field is checked).
+func rolls(n *yaml.Node) bool { return n.Value != "false" }
 
 // loadLocation loads an IANA time zone. "Local" depends on the machine and
 // is refused.
@@ -1030,7 +1085,7 @@ func parseScope(s string) (Scope, bool) {
 
 var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
-var routeFields = []string{"name", "method", "path", "cost", "costs", "limits"}
+var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync"}
 
 // routes reads a provider's routes. It returns the valid ones and the
 // nodes of their limits, in file order.
@@ -1125,6 +1180,11 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 				good = false
 			}
 		}
+		if sn := f["sync"]; sn != nil {
+			if r.Sync = l.sync(sn, ip+".sync", "route "+r.Name+"'s stack", base, own); r.Sync == nil {
+				good = false
+			}
+		}
 		if !good {
 			continue
 		}
@@ -1209,4 +1269,95 @@ func (l *loader) costs(n *yaml.Node, path string, stacks ...[]*limitNodes) map[s
 		return nil
 	}
 	return out
+}
+
+// sync reads a sync field: the format of the vendor's counters and a map
+// from counter names to the names of limits among stacks (what names the
+// limits the field may map to). It returns nil after a problem.
+func (l *loader) sync(n *yaml.Node, path, what string, stacks ...[]*limitNodes) *Sync {
+	f := l.fields(n, path, "format", "counters")
+	if f == nil {
+		return nil
+	}
+	sc := &Sync{}
+	ok := true
+	if fn := f["format"]; fn == nil {
+		l.add(n, path+".format", "missing: want one of %s", formatList())
+		ok = false
+	} else if s, good := l.str(fn, path+".format", "a counter format"); !good {
+		ok = false
+	} else if sc.Format, good = parseFormat(s); !good {
+		l.add(fn, path+".format", "unknown counter format %q: want one of %s", s, formatList())
+		ok = false
+	}
+	cn := f["counters"]
+	switch {
+	case cn == nil:
+		l.add(n, path+".counters", "missing: want a map from the vendor's counter names to limit names, e.g. {core: core}")
+		return nil
+	case cn.Kind != yaml.MappingNode:
+		l.wrongKind(cn, path+".counters", "a map from the vendor's counter names to limit names, e.g. {core: core}")
+		return nil
+	case len(cn.Content) == 0:
+		l.add(cn, path+".counters", "empty: map at least one of the vendor's counters to a limit")
+		return nil
+	}
+	sc.Counters = make(map[string]string, len(cn.Content)/2)
+	for i := 0; i+1 < len(cn.Content); i += 2 {
+		k, v := cn.Content[i], cn.Content[i+1]
+		kp := join(path+".counters", k.Value)
+		if k.Kind != yaml.ScalarNode || k.Value == "" || len(k.Value) > 64 {
+			l.add(k, path+".counters", "want a vendor counter name of 1 to 64 characters")
+			ok = false
+			continue
+		}
+		if _, dup := sc.Counters[k.Value]; dup {
+			l.add(k, kp, "counter %q is mapped twice", k.Value)
+			ok = false
+			continue
+		}
+		name, good := l.str(v, kp, "a limit name")
+		if !good {
+			ok = false
+			continue
+		}
+		var found *Limit
+		for _, lns := range stacks {
+			for _, ln := range lns {
+				if ln.lim.Quota.Name == name {
+					found = ln.lim
+				}
+			}
+		}
+		if found == nil {
+			l.add(v, kp, "no limit %q in %s: sync maps a vendor counter to a limit of it", name, what)
+			ok = false
+			continue
+		}
+		if found.Quota.Kind == quota.Rolling {
+			l.add(v, kp, "limit %q is a rolling window, which sync cannot drain: map the counter to a GCRA or calendar-window limit", name)
+			ok = false
+			continue
+		}
+		sc.Counters[k.Value] = name
+	}
+	if !ok {
+		return nil
+	}
+	return sc
+}
+
+// parseFormat returns the counter format named s.
+func parseFormat(s string) (backoff.Format, bool) {
+	f, err := backoff.ParseFormat(s)
+	return f, err == nil
+}
+
+// formatList lists the counter formats' names, for errors.
+func formatList() string {
+	var names []string
+	for f := backoff.Format(1); !strings.HasPrefix(f.String(), "Format("); f++ {
+		names = append(names, f.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -154,6 +154,22 @@ func TestLimits(t *testing.T) {
 			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 1, Period: time.Second}},
 		{"headroom on window", `{name: x, quota: 1000, per: day}`, "90%",
 			quota.Limit{Name: "x", Kind: quota.Window, Rate: 900, Calendar: quota.Calendar{Unit: quota.Day}}},
+		{"rolling", `{name: x, limit: 15000/24h rolling}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 15000, Period: 24 * time.Hour}},
+		{"rolling day", `{name: x, limit: 15000/day rolling}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 15000, Period: 24 * time.Hour}},
+		{"rolling 10s", `{name: x, limit: 100/10s rolling}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 100, Period: 10 * time.Second}},
+		{"rolling hour", `{name: x, limit: 100/h rolling}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 100, Period: time.Hour}},
+		{"explicit rolling", `{name: x, quota: 15000, per: 24h, rolling: true}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 15000, Period: 24 * time.Hour}},
+		{"explicit rolling day", `{name: x, quota: 15000, per: day, rolling: true}`, "",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 15000, Period: 24 * time.Hour}},
+		{"explicit not rolling", `{name: x, quota: 15000, per: day, rolling: false}`, "",
+			quota.Limit{Name: "x", Kind: quota.Window, Rate: 15000, Calendar: quota.Calendar{Unit: quota.Day}}},
+		{"headroom on rolling", `{name: x, limit: 1000/24h rolling}`, "95%",
+			quota.Limit{Name: "x", Kind: quota.Rolling, Rate: 950, Period: 24 * time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -114,6 +114,9 @@ type Resolution struct {
 	// Pause is the key (within Request.Tag) to pause when the vendor
 	// throttles this request: quota.Store.Pause(ctx, Request.Tag, Pause, d).
 	Pause string
+	// Sync is how the response reports the vendor's counters: the
+	// route's Sync, else the provider's; nil when none is configured.
+	Sync *Sync
 }
 
 // A Registry resolves requests to their provider and limit stack under the
@@ -218,12 +221,15 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 	if p == nil {
 		return Resolution{}, false, nil
 	}
-	res := Resolution{Provider: p}
+	res := Resolution{Provider: p, Sync: p.Sync}
 	pl := &p.plan
 	for i := range p.Routes {
 		rt := &p.Routes[i]
 		if matchMethod(rt.Methods, req.Method) && matchPath(rt.segs, path) {
 			res.Route, pl = rt, &rt.plan
+			if rt.Sync != nil {
+				res.Sync = rt.Sync
+			}
 			break
 		}
 	}

@@ -15,8 +15,9 @@ const maxCount = 1_000_000_000_000
 
 const shortFormHelp = `want "N/unit" with unit ms, s, min, h (a GCRA limit, also "N/10s"), ` +
 	`optionally "burst N", or "N/day", "N/month" or "N/hour resets HH:MM [Time/Zone]" (a calendar window), ` +
+	`or "N/<duration> rolling" (at most N in any trailing duration), ` +
 	`or "N concurrent [lease DURATION]" (requests in flight), ` +
-	`e.g. "100/s", "5000/h", "2/s burst 40", "250000/day resets 00:00 America/Los_Angeles", "100 concurrent"`
+	`e.g. "100/s", "5000/h", "2/s burst 40", "250000/day resets 00:00 America/Los_Angeles", "15000/24h rolling", "100 concurrent"`
 
 // DefaultLease is the lease TTL of a concurrency limit ("N concurrent")
 // that names none: how long the leases of a process that died stay held.
@@ -56,6 +57,7 @@ type shortForm struct {
 	reset    time.Duration
 	hasReset bool
 	tz       string
+	rolling  bool
 }
 
 // gcraUnits are the period words of a GCRA short form.
@@ -103,9 +105,14 @@ func parseShort(s string) (shortForm, string) {
 		return f, fmt.Sprintf("%s is not a count from 0 to %d: %s", quote(num), int64(maxCount), shortFormHelp)
 	}
 	f.rate = n
-	// The rest: "burst N", "resets HH:MM [zone]".
+	// The rest: "burst N", "resets HH:MM [zone]", "rolling".
 	for i := 1; i < len(toks); i++ {
 		switch toks[i] {
+		case "rolling":
+			if f.rolling {
+				return f, "\"rolling\" is given twice: " + shortFormHelp
+			}
+			f.rolling = true
 		case "burst":
 			if i+1 >= len(toks) || f.burst != 0 {
 				return f, "\"burst\" needs one count after it: " + shortFormHelp
@@ -126,7 +133,7 @@ func parseShort(s string) (shortForm, string) {
 				return f, fmt.Sprintf("reset time %s is not HH:MM (00:00 to 23:59)", quote(toks[i+1]))
 			}
 			i++
-			if i+1 < len(toks) && toks[i+1] != "burst" && toks[i+1] != "resets" {
+			if i+1 < len(toks) && toks[i+1] != "burst" && toks[i+1] != "resets" && toks[i+1] != "rolling" {
 				f.tz = toks[i+1]
 				i++
 			}
@@ -168,6 +175,11 @@ func parseShort(s string) (shortForm, string) {
 			return f, fmt.Sprintf("unknown period %s: %s", quote(unit), shortFormHelp)
 		}
 	}
+	if f.rolling {
+		if msg := f.toRolling(unit); msg != "" {
+			return f, msg
+		}
+	}
 	if f.kind == quota.Window && f.burst != 0 {
 		return f, "a calendar window has no burst: its quota is available at once"
 	}
@@ -175,6 +187,23 @@ func parseShort(s string) (shortForm, string) {
 		return f, fmt.Sprintf("only hour, day and month windows reset; %s is a GCRA period", quote(unit))
 	}
 	return f, ""
+}
+
+// toRolling makes a parsed "N/unit" a rolling window over the unit's
+// length: a day is 24 hours, an hour one hour.
+func (f *shortForm) toRolling(unit string) string {
+	switch {
+	case f.hasReset:
+		return "a rolling window never resets: it counts any trailing period; leave out \"resets\""
+	case f.burst != 0:
+		return "a rolling window has no burst: its whole quota is available at once"
+	case f.kind == quota.Window && f.unit == quota.Month:
+		return "a month has no fixed length: write a rolling window's period as a duration, e.g. \"N/720h rolling\""
+	case f.kind == quota.Window: // a day
+		f.period = 24 * time.Hour
+	}
+	f.kind = quota.Rolling
+	return ""
 }
 
 // parseClock parses "HH:MM" into an offset from midnight.

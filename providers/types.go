@@ -219,6 +219,10 @@ type Route struct {
 	Costs map[string]int64
 	// Limits are applied on top of the provider's limits.
 	Limits []Limit
+	// Sync, when set, replaces the provider's Sync for the route's
+	// requests (Shopify's GraphQL reports its counters otherwise than
+	// its REST API).
+	Sync *Sync
 
 	segs []segment
 	plan plan
@@ -261,6 +265,10 @@ type Provider struct {
 	// Keys says whether the provider's keys live in one hash tag or in a
 	// tag per tenant (the "keys" field).
 	Keys KeyMode
+	// Sync, when set, says how the vendor reports its own counters on
+	// every response, and which limit each one is: the transport drains
+	// the store to them (the "sync" field).
+	Sync *Sync
 
 	// tenant is, with Keys PerTenant, the scope every limit has.
 	tenant Scope
@@ -268,6 +276,19 @@ type Provider struct {
 	limits map[string]*Limit
 	plan   plan
 	pauses []string
+}
+
+// Sync says how a vendor reports its counters on every response and which
+// configured limit each counter is, so that the store can be reconciled
+// with the vendor's own count.
+type Sync struct {
+	// Format is how the vendor writes its counters (backoff.ReadCounters).
+	Format backoff.Format
+	// Counters maps a vendor counter's name (backoff.Reading.Counter,
+	// e.g. GitHub's "core", or "default" for a format's single counter)
+	// to the name of a limit of the provider, its own or a route's.
+	// Counters not named here are ignored.
+	Counters map[string]string
 }
 
 // DefaultMaxWait is Provider.MaxWait when on_limit is wait and max_wait is

@@ -28,28 +28,77 @@
 //     at t when count(window(t)) + c <= Rate; otherwise the earliest time is
 //     the start of the next window. Charging it at t adds c to window(t),
 //     so a reservation that waits into the next window is counted there.
-//   - A pause admits at any time >= its paused-until.
+//   - Rolling window (Rate per Period, any trailing Period): buckets of
+//     width W = ceil(Period/RollingBuckets), aligned to multiples of W
+//     since the epoch. An event charged at t counts in the bucket b that
+//     holds t until b + W + Period, the bucket's end plus a Period: past
+//     any trailing Period that could hold the event. With S(x) the sum of
+//     the buckets still counted at x, the limit admits at t when S(t) + c
+//     <= Rate. S only falls as time passes, so the earliest time >= t is t
+//     or the expiry of a bucket (oldest first). Charging it at t adds c
+//     to t's bucket, which may lie ahead of now for a waiting reservation:
+//     S counts such buckets too. It never admits more than Rate in any
+//     trailing Period (S(x) is at least the events in (x - Period, x] for
+//     every x from the slot on, and an event changes no earlier count);
+//     it holds each event at most W longer than exact, so a steady demand
+//     is admitted at least Rate*(1 - 1/RollingBuckets) per Period. It
+//     looks at most Period + W ahead: a slot later than that is denied,
+//     which bounds a key to 2*RollingBuckets+2 buckets.
+//   - A pause admits at any time >= its paused-until. It also drains
+//     every GCRA limit of the request, in force or not: with P the latest
+//     paused-until of the request's pauses, tat = max(tat, P +
+//     min(DVT, PauseDrain) - c*T) (see "After a pause").
 //   - Concurrency (Rate leases, TTL Period): see "Leases". It takes no
 //     part in the fixpoint.
 //
 // The store finds t* by a fixpoint: start at t = max(now, paused-until); ask
 // every limit in order for the earliest time >= t it admits; if one is
 // later, move t there (that limit is the decider) and ask again. Limits only
-// ever move t forward, and a window moves it a whole window at a time, so
-// this ends within a few rounds. A store looks at most three windows ahead
+// ever move t forward, a GCRA or rolling limit at most once (each admits
+// at every time from its earliest on), and a window moves it a whole
+// window at a time, so this ends within a few rounds. A store looks at most three windows ahead
 // (the one holding now and the two after it): a request that no window up
 // to the end of the third admits is denied with RetryAfter at that end.
 //
 // Per limit the Result gives Remaining and ResetAfter; see Status. Keys
 // expire when their state is back to idle (a GCRA tat in the past, a window
-// that has ended), so idle scopes cost no memory.
+// that has ended, every rolling bucket expired), so idle scopes cost no memory.
+//
+// # After a pause
+//
+// A pause is set when the vendor throttled a request: the fleet sent more
+// than the vendor would take (its account is shared, or its limit is lower
+// than configured). Time passing during the pause refills every bucket, so
+// without more, the requests held back, and those that arrive when it
+// ends, would go at the pause's end as one burst, which the vendor
+// throttles again. So a pause drains the GCRA buckets of the requests it
+// holds back: at the pause's end P, a limit's bucket holds room for the
+// request being decided (cost c) and nothing more, tat >= P + DVT - c*T.
+// The first request still goes at P, and the ones after it follow one per
+// T, at the limit's rate, regaining the burst only as the bucket refills.
+// A bucket is drained by at most PauseDrain's worth of refill (a minute):
+// the pause says the vendor's short-term rate was exceeded, so the bursts
+// of per-second and per-minute limits go, while an hourly limit keeps most
+// of its burst.
+//
+// The drain only raises a tat, so it never admits more than the limits
+// would. It is computed from the pause's paused-until alone, which the
+// decision reads anyway, in force or not: a request decided after the
+// pause has ended is drained too (with fail-fast callers, nothing is
+// admitted during a pause), and once now passes P + PauseDrain the drain
+// is below now and changes nothing. So a store keeps a pause PauseDrain
+// past its end, and a longer TTL never changes a decision. The first
+// reservation after the pause stores the drained tat, which paces the
+// ones after it. Calendar windows are not drained: a window's count is
+// already the vendor's count of that window.
 //
 // # Cancel
 //
 // A waiter that will not use its slot cancels it (Reservation.Cancel). If
 // the slot time has come, nothing comes back. Otherwise each window gives c
-// back to the window it was charged to, while that window has not ended,
-// and each GCRA limit compares its stored tat with the tat this
+// back to the window it was charged to, while that window has not ended;
+// each rolling window gives c back to the bucket it was charged to (still
+// counted: it holds the slot, which has not come); and each GCRA limit compares its stored tat with the tat this
 // reservation set (its mark; the reservation also remembers prev, the
 // stored tat it replaced):
 //
@@ -125,4 +174,38 @@
 //   - Window: the count of the window charged moves by delta while that
 //     window is open, never below zero; an excess may take it past the
 //     rate, a debt that refuses requests until the window ends.
+//   - Rolling window, and Concurrency: not settled; the estimate stays
+//     charged (a rolling bucket's count cannot tell this reservation's
+//     share from the later ones', and a lease counts 1 whatever the cost).
+//
+// # Sync
+//
+// The vendor is the one who counts: its account may be shared with
+// traffic the store never sees, and a store may forget its state (a Redis
+// restart). Reservation.Sync gives the store what the vendor said on the
+// response to a reservation's request: for some limits of the stack, how
+// many more events of cost 1 it would admit (R, in the limit's units). The
+// store drains each such limit so that it admits at most R more at once,
+// on top of the reservations made after this one, and never loosens it:
+//
+//   - GCRA: after = max(0, stored_tat - mark) is what the reservations
+//     charged after this one occupy (tats only grow through reservations,
+//     so the stored tat above this reservation's mark is theirs). The
+//     stored tat becomes max(stored_tat, now + DVT - R*T + after) when
+//     that is later than both the stored tat and now. The limit then
+//     refills at its own rate: the refill model is the limit's, not the
+//     vendor's.
+//   - Window: the window charged keeps its count at mark (the count right
+//     after this reservation's charge); after = max(0, count - count at
+//     mark), and the count becomes max(count, Rate - R + after). Once that
+//     window has ended the vendor speaks of another one, and nothing
+//     changes.
+//
+// A response sent before later reservations reached the vendor did not
+// count them; keeping them (after) means a stale response never undoes a
+// newer charge. A later reservation the vendor did count is counted twice,
+// which only drains more. A sync raises a tat above every live mark, so a
+// later Cancel of an earlier reservation finds the tat above its mark and
+// gives nothing back (it becomes a hole), and one of a later reservation
+// goes back at most to the synced tat: Cancel never undoes a sync.
 package quota

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -9,8 +10,8 @@ import (
 // held in memory. It takes now as a parameter and never reads a clock.
 
 // maxRounds bounds the fixpoint. Each round that does not end it moves t
-// forward: a GCRA limit at most once, a window at most once per window of
-// its horizon, so a stack needs far fewer rounds; hitting the bound means
+// forward: a GCRA or rolling limit at most once, a window at most once per
+// window of its horizon, so a stack needs far fewer rounds; hitting the bound means
 // denial, never over-admission.
 const maxRounds = 16
 
@@ -23,16 +24,30 @@ type cell struct {
 	// leases are a Concurrency limit's leases: lease id -> expiry, µs.
 	// Expired ones are dropped by the next decision on the key.
 	leases map[uint64]int64
+
+	// roll holds the counts of a Rolling limit's buckets not expired.
+	roll []bucket
+	// rollW is the bucket width roll was counted with. A limit of another
+	// width (its period changed) cannot read those buckets: to it the key
+	// is idle, and its first charge starts afresh.
+	rollW int64
 }
+
+// bucket is the count of one bucket of a Rolling limit, [start, start+W),
+// which the limit counts until until = start + W + Period. A cell keeps
+// them sorted by start, with no bucket of count 0.
+type bucket struct{ start, until, count int64 }
 
 // hole is a GCRA reservation cancelled while a later one still held the
 // key: the tat it set (mark) and the stored tat it replaced (prev).
 type hole struct{ mark, prev int64 }
 
-// mark is what Cancel needs of one limit of a reservation: for GCRA the
-// tat the reservation set and the stored tat it replaced, for a window the
-// start of the window charged (in set).
-type mark struct{ set, prev int64 }
+// mark is what Cancel and Sync need of one limit of a reservation: for
+// GCRA the tat the reservation set and the stored tat it replaced; for a
+// window the start (in set) and end of the window charged and its count
+// right after the charge; for a rolling window the start of the bucket
+// charged (in set).
+type mark struct{ set, prev, end, count int64 }
 
 // win is the count of one calendar window [start, end).
 type win struct{ start, end, count int64 }
@@ -65,14 +80,21 @@ func (c *cell) add(start, end, n, now int64) {
 	}
 }
 
-// expires is when the cell is back to idle and may be forgotten.
+// expires is when the cell is back to idle and may be forgotten: a pause
+// is kept PauseDrain past its end, while it may still drain.
 func (c *cell) expires() int64 {
-	e := max(c.tat, c.until)
+	e := c.tat
+	if c.until > 0 {
+		e = max(e, c.until+pauseDrain)
+	}
 	for _, w := range c.wins {
 		e = max(e, w.end)
 	}
 	for _, x := range c.leases {
 		e = max(e, x)
+	}
+	for _, b := range c.roll {
+		e = max(e, b.until)
 	}
 	return e
 }
@@ -91,6 +113,49 @@ func (c *cell) liveLeases(now int64) (n, soonest int64) {
 		}
 	}
 	return n, soonest
+}
+
+// buckets returns the cell's rolling buckets if they were counted with
+// width w, else none.
+func (c *cell) buckets(w int64) []bucket {
+	if c.rollW != w {
+		return nil
+	}
+	return c.roll
+}
+
+// rollAt is what a Rolling limit of width w counts at time at: the buckets
+// not expired by then.
+func (c *cell) rollAt(w, at int64) int64 {
+	var n int64
+	for _, b := range c.buckets(w) {
+		if b.until > at {
+			n += b.count
+		}
+	}
+	return n
+}
+
+// rollAdd charges n to the bucket [start, start+w), counted until until,
+// first dropping the buckets expired by now (and all of them when they
+// were counted with another width).
+func (c *cell) rollAdd(w, start, until, n, now int64) {
+	if c.rollW != w {
+		c.roll, c.rollW = c.roll[:0], w
+	}
+	kept := c.roll[:0]
+	for _, b := range c.roll {
+		if b.until > now {
+			kept = append(kept, b)
+		}
+	}
+	c.roll = kept
+	j, found := slices.BinarySearchFunc(c.roll, start, func(b bucket, s int64) int { return cmp.Compare(b.start, s) })
+	if found {
+		c.roll[j].count += n
+		return
+	}
+	c.roll = slices.Insert(c.roll, j, bucket{start: start, until: until, count: n})
 }
 
 // horizon holds the boundaries of the three windows a decision looks at:
@@ -128,6 +193,10 @@ type item struct {
 	// Concurrency: the lease TTL, the live leases before this decision
 	// and the soonest expiry among them.
 	ttl, live, soonest int64
+	W                  int64 // Rolling: bucket width, µs
+	P                  int64 // Rolling: period, µs
+	due                int64 // Rolling: the earliest time it admits the cost
+	hz                 int64 // Rolling: the latest slot it can charge, now + P + W
 }
 
 func (it *item) init(lim *Limit, c *cell, cost, now int64) {
@@ -142,7 +211,31 @@ func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 		it.live, it.soonest = c.liveLeases(now)
 		return
 	}
+	if lim.Kind == Rolling {
+		it.initRolling(now)
+		return
+	}
 	it.h = horizonAt(lim.Calendar, now)
+}
+
+// initRolling finds when a Rolling limit first admits the item's cost:
+// now if what it counts at now leaves room, else the expiry of the bucket
+// (oldest first) whose expiry leaves room. What a Rolling limit counts
+// only falls as time passes, so it admits at every time from then on.
+func (it *item) initRolling(now int64) {
+	it.W, it.P = it.lim.BucketWidth(), it.lim.Period.Microseconds()
+	it.hz = now + it.P + it.W
+	it.due = now
+	n := it.c.rollAt(it.W, now)
+	for _, b := range it.c.buckets(it.W) {
+		if n+it.cost <= it.lim.Rate {
+			break
+		}
+		if b.until > now {
+			n -= b.count
+			it.due = b.until
+		}
+	}
 }
 
 // earliest returns the earliest time >= t at which the limit admits the
@@ -153,6 +246,9 @@ func (it *item) earliest(t int64) (int64, bool) {
 	switch it.lim.Kind {
 	case GCRA:
 		return max(t, it.tat+cost*it.T-it.dvt), false
+	case Rolling:
+		e := max(t, it.due)
+		return e, e > it.hz
 	case Concurrency: // decided apart: see fullLease
 		return t, false
 	}
@@ -174,6 +270,9 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	t, decider = now, NoDecider
 	if paused > t {
 		t, decider = paused, PausedDecider
+	}
+	if paused > 0 {
+		drainPaused(items, paused)
 	}
 	for round := 0; round < maxRounds; round++ {
 		moved := false
@@ -228,10 +327,18 @@ func charge(items []item, now, t int64, marks []mark, id uint64) {
 			}
 			continue
 		}
+		if it.lim.Kind == Rolling {
+			start := t - t%it.W
+			it.c.rollAdd(it.W, start, start+it.W+it.P, it.cost, now)
+			if marks != nil {
+				marks[i] = mark{set: start}
+			}
+			continue
+		}
 		j := it.h.slot(t)
 		it.c.add(it.h[j], it.h[j+1], it.cost, now)
 		if marks != nil {
-			marks[i] = mark{set: it.h[j]}
+			marks[i] = mark{set: it.h[j], end: it.h[j+1], count: it.c.count(it.h[j])}
 		}
 	}
 }
@@ -253,6 +360,15 @@ func (it *item) status(now, t int64, allowed bool) Status {
 		}
 		rem = (it.dvt - (tat - at)) / it.T
 		reset = tat - now
+	} else if it.lim.Kind == Rolling {
+		at := now
+		if allowed {
+			at = t
+		}
+		rem = it.lim.Rate - it.c.rollAt(it.W, at)
+		for _, b := range it.c.buckets(it.W) {
+			reset = max(reset, b.until-now)
+		}
 	} else {
 		at := now
 		if allowed {
@@ -285,6 +401,10 @@ func refund(items []item, now, t int64, marks []mark, id uint64) {
 			it.c.cancel(marks[i], now)
 			continue
 		}
+		if it.lim.Kind == Rolling {
+			it.c.rollRefund(it.lim.BucketWidth(), marks[i].set, it.cost)
+			continue
+		}
 		for k := range it.c.wins {
 			w := &it.c.wins[k]
 			if w.start == marks[i].set && now < w.end {
@@ -296,11 +416,12 @@ func refund(items []item, now, t int64, marks []mark, id uint64) {
 
 // settle books, per item, the actual cost of a reservation charged its
 // estimate it.cost as marks says (package doc "Settle"); an actual below
-// zero leaves the item as it is. now is the store's time.
+// zero leaves the item as it is, and leases and rolling windows are not
+// settled. now is the store's time.
 func settle(items []item, now int64, marks []mark, actual []int64) {
 	for i := range items {
 		it := &items[i]
-		if actual[i] < 0 || actual[i] == it.cost || it.lim.Kind == Concurrency {
+		if actual[i] < 0 || actual[i] == it.cost || it.lim.Kind == Concurrency || it.lim.Kind == Rolling {
 			continue
 		}
 		delta := actual[i] - it.cost
@@ -332,6 +453,24 @@ func settle(items []item, now int64, marks []mark, actual []int64) {
 			if s, e := start.UnixMicro(), end.UnixMicro(); s == marks[i].set && now < e {
 				it.c.wins = append(it.c.wins, win{s, e, delta})
 			}
+		}
+	}
+}
+
+// rollRefund gives n back to the rolling bucket that starts at start, if
+// it is still counted (with width w). A bucket that reaches 0 is dropped,
+// so that the newest bucket kept says when the limit is back to full.
+// The slot of the charge has not come, so its bucket has not expired.
+func (c *cell) rollRefund(w, start, n int64) {
+	if c.rollW != w {
+		return
+	}
+	for j := range c.roll {
+		if b := &c.roll[j]; b.start == start {
+			if b.count -= min(n, b.count); b.count == 0 {
+				c.roll = slices.Delete(c.roll, j, j+1)
+			}
+			return
 		}
 	}
 }
@@ -385,5 +524,33 @@ func (c *cell) cancel(m mark, now int64) {
 		c.tat = tat
 	case c.tat > m.set:
 		c.holes = append(c.holes, hole{mark: m.set, prev: m.prev})
+	}
+}
+
+// drain applies the vendor's remaining to one limit of a reservation with
+// mark m, per package doc "Sync": the reservations charged after this one
+// (after) stay, the rest of the state admits at most remaining more at
+// once, and nothing is ever loosened. lim and c are the limit and its
+// state at now.
+func drain(lim *Limit, c *cell, m mark, remaining, now int64) {
+	if lim.Kind == Rolling || lim.Kind == Concurrency {
+		return // not synced (Reservation.Sync)
+	}
+	remaining = min(max(remaining, 0), lim.Capacity())
+	if lim.Kind == GCRA {
+		T, dvt := lim.Interval(), lim.Tolerance()
+		after := max(c.tat-m.set, 0)
+		if target := now + dvt - remaining*T + after; target > max(c.tat, now) {
+			c.tat = target
+		}
+		return
+	}
+	if now >= m.end {
+		return // the window charged has ended: the vendor speaks of another
+	}
+	cur := c.count(m.set)
+	after := max(cur-m.count, 0)
+	if target := lim.Rate - remaining + after; target > cur {
+		c.add(m.set, m.end, target-cur, now)
 	}
 }

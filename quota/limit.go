@@ -35,9 +35,28 @@ const (
 	// requests and the model APIs' concurrent-stream caps. See package doc
 	// "Leases".
 	Concurrency
+	// Rolling is a rolling window: at most Rate events in any trailing
+	// Period, e.g. Salesforce's API allocation over a rolling 24 hours.
+	// Events are counted in RollingBuckets buckets per Period, each held
+	// until one Period after its end: never more than Rate in any
+	// trailing Period, at the price of up to one bucket width of time
+	// per event (package doc "The decision").
+	Rolling
 )
 
-// String returns "gcra", "window" or "concurrent".
+// RollingBuckets is how many buckets a Rolling limit splits its Period
+// into: the bucket width is BucketWidth. A steady demand above the limit
+// is admitted at no less than Rate*(1 - 1/RollingBuckets) per Period
+// (less the rounding of the width up to a whole µs), and a key holds at
+// most 2*RollingBuckets+2 buckets.
+const RollingBuckets = 100
+
+// MinRollingPeriod is the shortest Period of a Rolling limit: with a
+// bucket of at least 10µs, the rounding of the width up to a whole µs
+// costs at most a tenth of a bucket.
+const MinRollingPeriod = time.Millisecond
+
+// String returns "gcra", "window", "concurrent" or "rolling".
 func (k Kind) String() string {
 	switch k {
 	case GCRA:
@@ -46,6 +65,8 @@ func (k Kind) String() string {
 		return "window"
 	case Concurrency:
 		return "concurrent"
+	case Rolling:
+		return "rolling"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -248,12 +269,13 @@ type Limit struct {
 	Name string
 	// Kind selects the algorithm.
 	Kind Kind
-	// Rate is the number of events per Period (GCRA) or per window
-	// (Window), or the number of leases (Concurrency).
+	// Rate is the number of events per Period (GCRA, Rolling) or per
+	// window (Window), or the number of leases (Concurrency).
 	Rate int64
 	// Period is the GCRA period, e.g. time.Second for "100 per second",
-	// or a Concurrency limit's lease TTL: how long a lease outlives its
-	// last renewal, so that the leases of a process that died come back.
+	// the length of a Rolling window, e.g. 24*time.Hour, or a Concurrency
+	// limit's lease TTL: how long a lease outlives its last renewal, so
+	// that the leases of a process that died come back.
 	Period time.Duration
 	// Burst is how many events GCRA admits at once from idle. Zero means
 	// Rate: "100 per second" admits 100 at once.
@@ -310,6 +332,13 @@ func (l *Limit) Validate() error {
 		if l.Period < time.Millisecond || l.Period.Microseconds() > MaxExact {
 			return bad("lease TTL %v must be from 1ms to 2^51µs (71 years)", l.Period)
 		}
+	case Rolling:
+		if l.Rate > MaxExact {
+			return bad("rate %d is above 2^51", l.Rate)
+		}
+		if l.Period < MinRollingPeriod || l.Period.Microseconds() > MaxExact {
+			return bad("rolling period %v must be from %v to 2^51µs (71 years)", l.Period, MinRollingPeriod)
+		}
 	default:
 		return bad("unknown kind %d", l.Kind)
 	}
@@ -325,9 +354,9 @@ func (l *Limit) burst() int64 {
 }
 
 // Capacity is the largest cost one request may have under this limit: the
-// burst of a GCRA limit, the quota of a window, the leases of a
-// Concurrency limit (where a request holds one lease whatever its cost; see
-// Request.CostOf).
+// burst of a GCRA limit, the quota of a window or a rolling window, the
+// leases of a Concurrency limit (where a request holds one lease whatever
+// its cost; see Request.CostOf).
 func (l *Limit) Capacity() int64 {
 	if l.Kind == GCRA {
 		return l.burst()
@@ -340,6 +369,16 @@ func (l *Limit) Capacity() int64 {
 func (l *Limit) Interval() int64 {
 	p := l.Period.Microseconds()
 	return (p + l.Rate - 1) / l.Rate
+}
+
+// BucketWidth is the width in microseconds of a Rolling limit's buckets,
+// ceil(Period / RollingBuckets): rounded up, so that the buckets of one
+// Period never number more than RollingBuckets. Buckets are aligned to
+// multiples of the width since the Unix epoch, so every store places them
+// alike.
+func (l *Limit) BucketWidth() int64 {
+	p := l.Period.Microseconds()
+	return (p + RollingBuckets - 1) / RollingBuckets
 }
 
 // Tolerance is the GCRA delay variation tolerance in microseconds,

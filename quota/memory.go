@@ -13,36 +13,70 @@ import (
 // not contend; 64 is well above the cores of a typical host.
 const shardCount = 64
 
+// sweepBatch bounds the reclaim work of one decision: it examines at most
+// this many keys of its own shard, and as many of one other shard; each is
+// a step along a list and, for an idle key, a map delete.
+const sweepBatch = 32
+
+// rebuildMin is the smallest peak at which a shard rebuilds its map: below
+// it the memory a map keeps after deletes is too little to matter.
+const rebuildMin = 1024
+
 // MemoryOptions configures a MemoryStore. The zero value is ready to use.
 type MemoryOptions struct {
 	// Clock is the store's clock. Nil means SystemClock.
 	Clock Clock
-	// SweepInterval is how often the store forgets state that is back to
-	// idle. Each shard is swept when a decision uses it and the interval
-	// has passed since its last sweep, so no goroutine is needed and a
-	// shard's memory is bounded by the keys used within one interval.
-	// Zero (or negative) means one minute.
+	// SweepInterval is how long the store keeps a key that is back to
+	// idle, when decisions are frequent enough. Decisions walk each
+	// shard's keys, at a pace that passes every key twice an interval but
+	// never more than 32 keys of a shard per decision, and forget the idle
+	// ones: no goroutine is needed, and no decision pays for a whole
+	// sweep. With fewer decisions a key is kept longer; docs/operations.md
+	// has the bounds. Zero (or negative) means one minute.
 	SweepInterval time.Duration
 }
 
 // MemoryStore is a Store that keeps its state in this process: for a single
 // process, for tests, and as the local fallback when Redis is down. It
 // decides exactly as the Redis store does. It starts no goroutine and needs
-// no closing.
+// no closing: decisions do the reclaim work, a bounded amount each.
 type MemoryStore struct {
 	clock    Clock
-	interval int64 // µs between sweeps of a shard
+	interval int64 // µs; a lap of a shard's ring takes half of it, when decisions allow
 	shards   [shardCount]shard
 	leaseSeq atomic.Uint64 // the last lease id given out
 }
 
 var _ Store = (*MemoryStore)(nil)
 
+// A shard holds the state of the tags that hash to it. Its entries are on
+// a ring that a cursor walks, a few entries per decision, forgetting the
+// idle ones: one lap of the ring examines every entry held when it began,
+// since new entries go in just behind the cursor. A Go map never shrinks,
+// so when a lap ends with far fewer entries than the map once held, the
+// next lap moves the entries it passes to a new map and the old one is
+// dropped when the lap ends: memory comes back without any decision
+// copying a whole map.
 type shard struct {
-	mu        sync.Mutex
-	tags      map[string]map[string]*cell
-	nextSweep int64    // µs; the shard is swept by the first use after it
-	_         [32]byte // keep shards on separate cache lines
+	mu    sync.Mutex
+	keys  map[string]*entry // tag, 0, key → entry
+	old   map[string]*entry // while a lap moves entries to keys: the map it replaces
+	prev  *entry            // the sweep cursor: prev.next is examined next
+	n     int               // entries on the ring
+	lapN  int               // entries on the ring when the current lap began
+	peak  int               // most entries held since keys was made
+	swept int64             // µs; the sweep has examined what was due up to here
+	id    int               // the shard's index
+	turn  int               // which other shard this shard's next decision sweeps
+	buf   []byte            // scratch for building map keys
+	ring  entry             // the ring's sentinel; it holds no key
+}
+
+// entry is one key's state on its shard's ring.
+type entry struct {
+	cell
+	k    string // the map key
+	next *entry
 }
 
 // NewMemoryStore returns a MemoryStore.
@@ -55,58 +89,124 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		m.interval = time.Minute.Microseconds()
 	}
 	for i := range m.shards {
-		m.shards[i].tags = make(map[string]map[string]*cell)
+		s := &m.shards[i]
+		s.keys = make(map[string]*entry)
+		s.ring.next = &s.ring
+		s.prev = &s.ring
+		s.id = i
 	}
 	return m
 }
 
-// Sweep forgets every key whose state is back to idle, in every shard now,
-// instead of shard by shard as they are used.
+// Sweep examines every key of every shard once, now, and forgets the idle
+// ones. A running store needs no call: its decisions sweep it, a bounded
+// amount each. Sweep is for tests that want the result at once; it holds
+// each shard's lock for time in proportion to the shard's keys.
 func (m *MemoryStore) Sweep() {
 	now := m.now()
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		s.sweep(now)
+		s.sweep(s.n, now)
 		s.mu.Unlock()
 	}
 }
 
-// sweep forgets the shard's idle keys; the caller holds s.mu.
-func (s *shard) sweep(now int64) {
-	for tag, cells := range s.tags {
-		for k, c := range cells {
-			if c.expires() <= now {
-				delete(cells, k)
-			}
-		}
-		if len(cells) == 0 {
-			delete(s.tags, tag)
-		}
-	}
-}
-
-// sweepIfDue sweeps the shard when its interval has passed; the caller
-// holds s.mu.
-func (s *shard) sweepIfDue(now, interval int64) {
-	if now >= s.nextSweep {
-		s.sweep(now)
-		s.nextSweep = now + interval
-	}
-}
-
-// Len returns the number of keys held: what a sweep has not reclaimed.
+// Len returns the number of keys held: those in use and the idle ones the
+// sweep has not reached yet. It is for tests and benchmarks.
 func (m *MemoryStore) Len() int {
 	n := 0
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		for _, cells := range s.tags {
-			n += len(cells)
-		}
+		n += s.n
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// reclaim advances the sweep of s as far as is due, and returns the other
+// shard this decision sweeps after it has released s (round robin, so that
+// shards no decision uses are swept too). The caller holds s.mu.
+func (m *MemoryStore) reclaim(s *shard, now int64) *shard {
+	s.sweep(s.due(now, m.interval), now)
+	other := &m.shards[(s.id+1+s.turn)%shardCount]
+	s.turn = (s.turn + 1) % (shardCount - 1)
+	return other
+}
+
+// sweepOther advances the sweep of s as far as is due, unless s is locked:
+// then it is in use, and its user sweeps it. The caller holds no shard's
+// lock, so two decisions can never wait for each other's shard. s is nil
+// when the decision panicked before reclaim.
+func (m *MemoryStore) sweepOther(s *shard, now int64) {
+	if s != nil && s.mu.TryLock() {
+		s.sweep(s.due(now, m.interval), now)
+		s.mu.Unlock()
+	}
+}
+
+// due returns how many entries the sweep may examine at now: at the pace
+// of a lap every half interval, at most sweepBatch. An entry idle at some
+// time is examined by the end of the next lap at the latest, so within an
+// interval. The pace is set by the entries at the start of the lap (or
+// more, if the shard has grown since), so that a lap keeps its pace as it
+// deletes. The credit beyond sweepBatch is dropped; a fraction of an entry
+// is kept for later. The caller holds s.mu.
+func (s *shard) due(now, interval int64) int {
+	elapsed := now - s.swept
+	if elapsed <= 0 {
+		return 0
+	}
+	step := interval / int64(2*max(s.lapN, s.n, 1)) // µs per entry
+	if step == 0 || elapsed/step >= sweepBatch {
+		s.swept = now
+		return min(s.n, sweepBatch)
+	}
+	k := elapsed / step
+	s.swept += k * step
+	return int(min(k, int64(s.n)))
+}
+
+// sweep examines up to budget entries at the cursor and forgets those back
+// to idle; the caller holds s.mu.
+func (s *shard) sweep(budget int, now int64) {
+	for ; budget > 0 && s.n > 0; budget-- {
+		e := s.prev.next
+		if e == &s.ring {
+			s.lap()
+			s.prev = &s.ring
+			e = s.ring.next
+		}
+		if e.expires() <= now {
+			s.prev.next = e.next
+			delete(s.keys, e.k)
+			delete(s.old, e.k)
+			s.n--
+			continue
+		}
+		if s.old != nil {
+			s.keys[e.k] = e
+		}
+		s.prev = e
+	}
+}
+
+// lap ends a lap of the sweep. If the lap moved the entries to a new map,
+// the old map is dropped. Otherwise, when the entries are fewer than a
+// quarter of the most the map has held, the next lap moves them to a new
+// map: the move costs one map insert per entry left, paid for by the three
+// times as many deletes since the map was made.
+func (s *shard) lap() {
+	s.lapN = s.n
+	if s.old != nil {
+		s.old = nil
+		return
+	}
+	if s.peak >= rebuildMin && s.n < s.peak/4 {
+		s.old, s.keys = s.keys, make(map[string]*entry)
+		s.peak = s.n
+	}
 }
 
 func (m *MemoryStore) now() int64 { return m.clock.Now().UnixMicro() }
@@ -121,19 +221,39 @@ func (m *MemoryStore) shard(tag string) *shard {
 	return &m.shards[h%shardCount]
 }
 
+// ref builds the map key of key in tag in s.buf and returns it; a tag (a
+// SafeKey) holds no 0 byte. The caller holds s.mu.
+func (s *shard) ref(tag, key string) []byte {
+	s.buf = append(append(append(s.buf[:0], tag...), 0), key...)
+	return s.buf
+}
+
+// lookup returns the entry of map key k, or nil; the caller holds s.mu.
+func (s *shard) lookup(k []byte) *entry {
+	if e := s.keys[string(k)]; e != nil {
+		return e
+	}
+	return s.old[string(k)]
+}
+
 // cell returns the state of key in tag, creating it; state that is back to
 // idle is reset, so an expired key behaves exactly like a missing one.
 func (s *shard) cell(tag, key string, now int64) *cell {
-	cells := s.tags[tag]
-	if cells == nil {
-		cells = make(map[string]*cell)
-		s.tags[tag] = cells
+	k := s.ref(tag, key)
+	e := s.lookup(k)
+	if e == nil {
+		e = &entry{k: string(k)}
+		s.keys[e.k] = e
+		// Just behind the cursor: the current lap does not reach it.
+		e.next = s.prev.next
+		s.prev.next = e
+		s.prev = e
+		s.n++
+		s.peak = max(s.peak, s.n)
+		return &e.cell
 	}
-	c := cells[key]
-	if c == nil {
-		c = &cell{}
-		cells[key] = c
-	} else if c.expires() <= now {
+	c := &e.cell
+	if c.expires() <= now {
 		*c = cell{wins: c.wins[:0]}
 	}
 	return c
@@ -156,16 +276,17 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	items = items[:len(req.Items)]
 
 	s := m.shard(tag)
+	var now int64
+	var other *shard
+	defer func() { m.sweepOther(other, now) }() // after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := m.now()
-	s.sweepIfDue(now, m.interval)
+	now = m.now()
+	other = m.reclaim(s, now)
 	var paused int64
 	for _, p := range req.Pauses {
-		if cells := s.tags[tag]; cells != nil {
-			if c := cells[p]; c != nil {
-				paused = max(paused, c.until)
-			}
+		if e := s.lookup(s.ref(tag, p)); e != nil {
+			paused = max(paused, e.until)
 		}
 	}
 	for i := range req.Items {
@@ -178,17 +299,16 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	var ops ReservationOps
 	if res.Allowed {
 		res.Wait = Micros(t - now)
-		marks := make([]mark, len(items))
-		var id uint64
+		b := m.book(tag, req, t)
 		if hasLease(req) {
-			id = m.leaseSeq.Add(1)
-			ops.Release, ops.Renew = m.releaser(tag, req, id, false), m.releaser(tag, req, id, true)
+			b.lease = m.leaseSeq.Add(1)
+			ops.Release, ops.Renew = b.release, b.renew
 		}
-		ops.Settle = m.settler(tag, req, marks)
+		charge(items, now, t, b.marks, b.lease)
+		ops.Sync, ops.Settle = b.sync, b.settle
 		if t > now {
-			ops.Cancel = m.canceller(tag, req, t, marks, id)
+			ops.Cancel = b.cancel
 		}
-		charge(items, now, t, marks, id)
 	} else {
 		if full >= 0 {
 			res.Decider, t = full, max(t, soonest)
@@ -201,6 +321,38 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	return NewReservation(res, ops), nil
 }
 
+// booking is what acts on an admitted reservation afterwards: its own
+// copy of the stack (the caller may reuse req), each item's Cost set to
+// what it was charged, its slot t and its marks. A small stack lives in
+// the booking itself: one allocation.
+type booking struct {
+	m     *MemoryStore
+	tag   string
+	t     int64
+	lease uint64 // the lease id, when the stack has Concurrency limits
+	stack []Item
+	marks []mark
+	items [4]Item
+	mks   [4]mark
+}
+
+// book returns the booking of a reservation of req at slot t, its marks
+// yet to be filled by charge.
+func (m *MemoryStore) book(tag string, req *Request, t int64) *booking {
+	n := len(req.Items)
+	b := &booking{m: m, tag: tag, t: t}
+	if n <= len(b.items) {
+		b.stack, b.marks = b.items[:0], b.mks[:n:n]
+	} else {
+		b.stack, b.marks = make([]Item, 0, n), make([]mark, n)
+	}
+	b.stack = append(b.stack, req.Items...)
+	for i := range b.stack {
+		b.stack[i].Cost = req.CostOf(i)
+	}
+	return b
+}
+
 // hasLease reports whether req's stack has a Concurrency limit.
 func hasLease(req *Request) bool {
 	for i := range req.Items {
@@ -211,80 +363,81 @@ func hasLease(req *Request) bool {
 	return false
 }
 
-// items returns an item per limit of stack, on the state of shard s; the
-// caller holds s.mu.
-func (s *shard) items(tag string, stack []Item, costs []int64, now int64) []item {
-	items := make([]item, len(stack))
-	for i := range stack {
-		items[i].lim, items[i].cost = stack[i].Limit, costs[i]
-		items[i].c = s.cell(tag, stack[i].Key, now)
+// cells returns an item per limit of the booking's stack, on the state of
+// shard s; the caller holds s.mu.
+func (b *booking) cells(s *shard, now int64) []item {
+	items := make([]item, len(b.stack))
+	for i := range b.stack {
+		items[i].lim, items[i].cost = b.stack[i].Limit, b.stack[i].Cost
+		items[i].c = s.cell(b.tag, b.stack[i].Key, now)
 	}
 	return items
 }
 
-// canceller returns the Cancel of a reservation at slot t that holds
-// lease id (0: none). It keeps its own copy of the stack, since the caller
-// may reuse req.
-func (m *MemoryStore) canceller(tag string, req *Request, t int64, marks []mark, id uint64) func(context.Context) error {
-	stack := append([]Item(nil), req.Items...)
-	costs := make([]int64, len(stack))
-	for i := range stack {
-		costs[i] = req.CostOf(i)
-	}
-	return func(context.Context) error {
-		s := m.shard(tag)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		now := m.now()
-		refund(s.items(tag, stack, costs, now), now, t, marks, id)
-		return nil
-	}
+// cancel is the reservation's Cancel.
+func (b *booking) cancel(context.Context) error {
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	refund(b.cells(s, now), now, b.t, b.marks, b.lease)
+	return nil
 }
 
-// settler returns the Settle of a reservation charged as marks says.
-func (m *MemoryStore) settler(tag string, req *Request, marks []mark) func(context.Context, []int64) error {
-	stack := append([]Item(nil), req.Items...)
-	costs := make([]int64, len(stack))
-	for i := range stack {
-		costs[i] = req.CostOf(i)
+// sync is the reservation's Sync.
+func (b *booking) sync(ctx context.Context, obs []Observed) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return func(_ context.Context, actual []int64) error {
-		s := m.shard(tag)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		now := m.now()
-		settle(s.items(tag, stack, costs, now), now, marks, actual)
-		return nil
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	for _, o := range obs {
+		it := &b.stack[o.Item]
+		drain(it.Limit, s.cell(b.tag, it.Key, now), b.marks[o.Item], o.Remaining, now)
 	}
+	return nil
 }
 
-// releaser returns the Release (renew false) or the Renew of lease id,
-// held in every Concurrency limit of req.
-func (m *MemoryStore) releaser(tag string, req *Request, id uint64, renew bool) func(context.Context) error {
-	var stack []Item
-	for _, it := range req.Items {
-		if it.Limit.Kind == Concurrency {
-			stack = append(stack, it)
+// settle is the reservation's Settle.
+func (b *booking) settle(_ context.Context, actual []int64) error {
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	settle(b.cells(s, now), now, b.marks, actual)
+	return nil
+}
+
+// release is the reservation's Release.
+func (b *booking) release(context.Context) error { return b.leases(false) }
+
+// renew is the reservation's Renew.
+func (b *booking) renew(context.Context) error { return b.leases(true) }
+
+// leases releases (renew false) or renews the booking's lease in every
+// Concurrency limit of its stack.
+func (b *booking) leases(renew bool) error {
+	s := b.m.shard(b.tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := b.m.now()
+	for _, it := range b.stack {
+		if it.Limit.Kind != Concurrency {
+			continue
+		}
+		c := s.cell(b.tag, it.Key, now)
+		x, held := c.leases[b.lease]
+		switch {
+		case !held:
+		case !renew || x <= now: // released, or expired: gone either way
+			delete(c.leases, b.lease)
+		default:
+			c.leases[b.lease] = max(x, now+it.Limit.Period.Microseconds())
 		}
 	}
-	return func(context.Context) error {
-		s := m.shard(tag)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		now := m.now()
-		for _, it := range stack {
-			c := s.cell(tag, it.Key, now)
-			x, held := c.leases[id]
-			switch {
-			case !held:
-			case !renew || x <= now: // released, or expired: gone either way
-				delete(c.leases, id)
-			default:
-				c.leases[id] = max(x, now+it.Limit.Period.Microseconds())
-			}
-		}
-		return nil
-	}
+	return nil
 }
 
 // Pause holds back requests naming key in tag for d; see Store.
@@ -300,10 +453,13 @@ func (m *MemoryStore) Pause(ctx context.Context, tag, key string, d time.Duratio
 	}
 	tag = SafeKey(tag)
 	s := m.shard(tag)
+	var now int64
+	var other *shard
+	defer func() { m.sweepOther(other, now) }() // after the unlock below
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := m.now()
-	s.sweepIfDue(now, m.interval)
+	now = m.now()
+	other = m.reclaim(s, now)
 	c := s.cell(tag, key, now)
 	c.until = max(c.until, now+d.Microseconds())
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,13 +98,16 @@ func TestMemoryConcurrent(t *testing.T) {
 	}
 }
 
-// TestMemorySweepsOnUse: a shard forgets its idle keys when it is used
-// after its sweep interval, with no goroutine.
-func TestMemorySweepsOnUse(t *testing.T) {
+// TestMemorySweepIsBounded is review finding D8: one decision after 20,000
+// keys of its shard went idle examines at most quota.SweepBatch of them
+// (the old store swept all of them in that decision), and the decisions
+// that follow forget them all within one lap of the shard's ring.
+func TestMemorySweepIsBounded(t *testing.T) {
 	t.Parallel()
+	const keys = 20_000
 	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: time.Minute})
-	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: time.Second})
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 10}
 	ctx := context.Background()
 	reserve := func(key string) {
 		req := quota.Request{Tag: "one-tag", Items: []quota.Item{{Limit: peak, Key: key}}}
@@ -110,18 +115,142 @@ func TestMemorySweepsOnUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i := 0; i < 100; i++ {
-		reserve(fmt.Sprintf("peak:tenant-%d", i))
+	for i := 0; i < keys; i++ {
+		reserve(quota.KeyOf("peak", strconv.Itoa(i)))
 	}
-	clock.Advance(30 * time.Second) // idle, but the interval has not passed
+	clock.Advance(time.Minute) // every key is idle, every sweep is due
 	reserve("peak:fresh")
-	if got := m.Len(); got != 101 {
-		t.Fatalf("before the interval: Len() = %d, want 101", got)
+	if got := m.Len(); got < keys+1-quota.SweepBatch {
+		t.Fatalf("one decision forgot %d keys, want at most %d", keys+1-got, quota.SweepBatch)
 	}
-	clock.Advance(31 * time.Second)
-	reserve("peak:fresh")
+	// 10 ms per decision is a full batch's worth of a 1 s interval.
+	decisions := 1
+	for ; m.Len() > 1 && decisions <= keys/quota.SweepBatch+2; decisions++ {
+		clock.Advance(10 * time.Millisecond)
+		reserve("peak:fresh")
+	}
 	if got := m.Len(); got != 1 {
-		t.Errorf("after the interval: Len() = %d, want 1", got)
+		t.Errorf("after %d decisions: Len() = %d, want 1", decisions, got)
+	}
+}
+
+// TestMemorySweepsIdleShards is review finding D8: keys of a shard that no
+// decision uses are forgotten by the decisions of other shards, each of
+// which sweeps one other shard in turn.
+func TestMemorySweepsIdleShards(t *testing.T) {
+	t.Parallel()
+	const keys = 5000
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+	ctx := context.Background()
+	busy := "busy"
+	for i := 0; m.ShardOf(busy) == m.ShardOf("idle"); i++ {
+		busy = fmt.Sprintf("busy-%d", i)
+	}
+	reserve := func(tag, key string) {
+		req := quota.Request{Tag: tag, Items: []quota.Item{{Limit: peak, Key: key}}}
+		if _, err := m.Reserve(ctx, &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < keys; i++ {
+		reserve("idle", quota.KeyOf("peak", strconv.Itoa(i)))
+	}
+	// The busy shard sweeps the idle one every 63 decisions, a full batch
+	// each time: 63 s have passed, more than the 1 min interval.
+	limit := 63 * (keys/quota.SweepBatch + 2)
+	decisions := 0
+	for ; m.Len() > 1 && decisions < limit; decisions++ {
+		clock.Advance(time.Second)
+		reserve(busy, "peak")
+	}
+	if got := m.Len(); got > 1 {
+		t.Errorf("after %d decisions on another shard: Len() = %d, want at most 1", decisions, got)
+	}
+}
+
+// TestMemoryConcurrentSweeps: decisions on many tags at once, while the
+// clock moves, sweep their own shards and each other's (under -race), and
+// each tag still gets exactly its burst while its key lives.
+func TestMemoryConcurrentSweeps(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: time.Second})
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 1, Period: time.Hour, Burst: 10}
+	idle := &quota.Limit{Name: "idle", Kind: quota.GCRA, Rate: 1000, Period: time.Second, Burst: 10}
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tag := fmt.Sprintf("tenant-%d", g)
+			admitted := 0
+			for i := 0; i < 200; i++ {
+				req := quota.Request{Tag: tag, Items: []quota.Item{{Limit: peak, Key: "peak"}, {Limit: idle, Key: quota.KeyOf("idle", strconv.Itoa(i))}}}
+				res, err := m.Reserve(context.Background(), &req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted++
+				}
+				clock.Advance(time.Millisecond)
+			}
+			if admitted != 10 {
+				t.Errorf("%s: admitted %d, want the burst of 10", tag, admitted)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestMemoryReturnsMemory is review finding D8: a Go map keeps the memory
+// of its most entries, so the store rebuilds a shard's map once most of
+// its keys are gone. The tag keeps one key in use all along (a daily
+// window), as a provider's tag does. Not parallel: the heap it measures is
+// its own, and the margin is wide (the old store kept about 30 bytes a
+// key).
+func TestMemoryReturnsMemory(t *testing.T) {
+	const keys = 100_000
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 10}
+	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 1 << 30, Calendar: quota.Calendar{Unit: quota.Day}}
+	ctx := context.Background()
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base := heap()
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock, SweepInterval: time.Second})
+	reserve := func(key string) {
+		req := quota.Request{Tag: "one-tag", Items: []quota.Item{{Limit: peak, Key: key}, {Limit: daily, Key: "daily"}}}
+		if _, err := m.Reserve(ctx, &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < keys; i++ {
+		reserve(quota.KeyOf("peak", strconv.Itoa(i)))
+	}
+	full := heap() - base
+	clock.Advance(time.Minute)
+	// Two laps of the ring: one forgets the idle keys, the next moves the
+	// one left to a new map.
+	for i := 0; i < 2*(keys/quota.SweepBatch+2); i++ {
+		clock.Advance(10 * time.Millisecond)
+		reserve("peak:fresh")
+	}
+	if got := m.Len(); got != 2 {
+		t.Fatalf("Len() = %d, want 2", got)
+	}
+	kept := heap() - base
+	runtime.KeepAlive(m)
+	t.Logf("heap: %d B with %d keys, %d B with 2", full, keys+1, kept)
+	if kept > keys*8 {
+		t.Errorf("with 2 keys of %d left the store still holds %d B of heap, want under %d", keys+1, kept, keys*8)
 	}
 }
 

@@ -180,7 +180,8 @@ type Status struct {
 	// once, at the decision's slot time (at the store's now when denied).
 	Remaining int64
 	// ResetAfter is how long until the limit is back to its full capacity:
-	// a GCRA limit drained, or the current calendar window ended.
+	// a GCRA limit drained, the current calendar window ended, or every
+	// bucket of a rolling window expired.
 	ResetAfter time.Duration
 }
 
@@ -213,12 +214,18 @@ type Reservation struct {
 	settled   atomic.Bool
 }
 
-// ReservationOps are what a Store does for one admitted reservation after
-// the decision, each in one step. A nil func means there is nothing to do.
+// ReservationOps are what a Store gives a Reservation to act on its
+// decision afterwards, each in one round trip. A nil func means there is
+// nothing to do (a denial; a slot already due without leases has nothing
+// to give back).
 type ReservationOps struct {
 	// Cancel gives the slot back (see Reservation.Cancel), leases
 	// included.
 	Cancel func(context.Context) error
+	// Sync drains the state of some items to what the vendor reports;
+	// see Reservation.Sync. Every Item is in range (Reservation.Sync
+	// checks); a negative Remaining counts as 0.
+	Sync func(context.Context, []Observed) error
 	// Release gives the leases back.
 	Release func(context.Context) error
 	// Renew extends every lease still held to its TTL from now (never
@@ -230,8 +237,7 @@ type ReservationOps struct {
 }
 
 // NewReservation is for Store implementations: it wraps a decision and
-// what can be done with it afterwards. ops is empty when there is nothing
-// to give back (a denial, or a slot already due without leases).
+// what acts on it afterwards.
 func NewReservation(res Result, ops ReservationOps) *Reservation {
 	return &Reservation{Result: res, ops: ops}
 }
@@ -289,8 +295,8 @@ func (r *Reservation) Renew(ctx context.Context) error {
 // Settle books what the request actually cost, once it is known (a model
 // API's tokens used, a GraphQL query's actual cost), in one step (package
 // doc "Settle"). actual has one entry per item of the request: the actual
-// cost in that limit, or -1 to keep what was charged; Concurrency items are
-// ignored. An excess is charged even past the limit, as a debt that delays
+// cost in that limit, or -1 to keep what was charged; Concurrency and
+// Rolling items are ignored. An excess is charged even past the limit, as a debt that delays
 // the requests after it; a refund comes back where it cannot let later
 // requests exceed the limit, and is dropped otherwise. A second Settle, and
 // a Settle of a denied or cancelled reservation, do nothing.
@@ -310,4 +316,46 @@ func (r *Reservation) Settle(ctx context.Context, actual []int64) error {
 		return nil
 	}
 	return r.ops.Settle(ctx, actual)
+}
+
+// Observed is what the vendor reported, on the response to a
+// reservation's request, about one limit of its stack.
+type Observed struct {
+	// Item is the limit's index in the reservation's Request.Items.
+	Item int
+	// Remaining is how many more events of cost 1 the vendor would admit
+	// at once, in the limit's own units (the caller maps the vendor's
+	// counter onto the limit). Negative counts as 0.
+	Remaining int64
+}
+
+// Sync drains the state of the observed limits to what the vendor reports
+// (package doc "Sync"), in one round trip: the vendor is the one who
+// counts, and its account may be shared with traffic the store never saw,
+// or the store may have forgotten its state. Each observed limit is left
+// admitting at most Remaining more at once on top of the reservations
+// made after this one, which stay charged: a response sent before them
+// cannot have counted them. Sync never loosens a limit: an observation
+// above what the store holds changes nothing.
+//
+// A rolling window (Kind Rolling) is not synced: its observations are
+// ignored, since a trailing count cannot be placed in the buckets the
+// vendor's events fell in. Nor is a Concurrency limit: its leases are
+// what is in flight, which Release gives back.
+//
+// Call it only with figures below the reservation's own Status.Remaining,
+// or it is a round trip that changes nothing. A Sync of a denied or
+// cancelled reservation, or with no observations, does nothing. An item
+// index outside the stack is an error wrapping ErrInvalid, and nothing is
+// synced.
+func (r *Reservation) Sync(ctx context.Context, obs []Observed) error {
+	if r == nil || r.ops.Sync == nil || !r.Allowed || len(obs) == 0 || r.cancelled.Load() {
+		return nil
+	}
+	for _, o := range obs {
+		if o.Item < 0 || o.Item >= len(r.Limits) {
+			return fmt.Errorf("%w sync: item %d of a stack of %d", ErrInvalid, o.Item, len(r.Limits))
+		}
+	}
+	return r.ops.Sync(ctx, obs)
 }

@@ -12,7 +12,8 @@ type LimitFigures struct {
 	Spec string
 	// Overshoot is the most requests the fleet sent beyond what the limit
 	// allows, over every interval (GCRA, leaky bucket) or calendar day,
-	// and every scope: 0 means every arrival conformed.
+	// and every scope: 0 means every arrival conformed. For a fixed
+	// window the other client's requests count first (overshootWindow).
 	Overshoot int64
 	// Scope is where the overshoot was largest.
 	Scope string
@@ -21,6 +22,9 @@ type LimitFigures struct {
 	// a daily quota), in one scope; Allowed is what the limit allows in
 	// one (burst + rate for a GCRA, size + leak for a bucket, the quota).
 	MaxWindow, Allowed int64
+	// Most429 is, for a fixed window (KindWindow), the most 429s the
+	// fleet drew in one window, in one scope.
+	Most429 int64
 }
 
 // Figures is the summary of one run.
@@ -32,6 +36,9 @@ type Figures struct {
 	// Sent reached the vendor; Served were admitted by it; Vendor429 were
 	// throttled by it.
 	Sent, Served, Vendor429 int64
+	// OtherRefused is how many requests of the other client (the
+	// phantoms) the vendor refused.
+	OtherRefused int64
 	// Ideal is what a perfect client would have had served from the same
 	// offered load: the vendor's own enforcement run over the intents
 	// (sending each at once, or, in wait mode, at the earliest time within
@@ -57,7 +64,7 @@ type Figures struct {
 
 // Analyze computes the figures of one run.
 func Analyze(r *RunResult) Figures {
-	f := Figures{Algo: r.Algo, Intents: int64(len(r.Intents)), Outcomes: r.Outcomes}
+	f := Figures{Algo: r.Algo, Intents: int64(len(r.Intents)), Outcomes: r.Outcomes, OtherRefused: r.OtherRefused}
 	f.Decisions = f.Intents - r.Outcomes[OutDropped]
 	for _, a := range r.Arrivals {
 		f.Sent++
@@ -72,7 +79,12 @@ func Analyze(r *RunResult) Figures {
 		f.Utilization = float64(f.Served) / float64(f.Ideal)
 	}
 	for _, l := range r.Scenario.Vendor {
-		lf := overshoot(l, r.Arrivals)
+		var lf LimitFigures
+		if l.Kind == KindWindow {
+			lf = overshootWindow(l, r.Arrivals, r.Phantoms)
+		} else {
+			lf = overshoot(l, r.Arrivals)
+		}
 		f.Limits = append(f.Limits, lf)
 		f.Overshoot = max(f.Overshoot, lf.Overshoot)
 	}
@@ -159,6 +171,47 @@ func overshoot(l Limit, arrivals []Arrival) LimitFigures {
 	return lf
 }
 
+// overshootWindow checks a fixed window against the fleet's arrivals and
+// the other client's requests (the phantoms), per scope and window: the
+// overshoot of a window is what both sent beyond the limit, at most what
+// the fleet sent. The other client's requests count first: they are
+// outside the fleet's control, and the fleet is to leave them their
+// share, so 0 means the vendor could have served the other client and
+// every fleet arrival whatever the order. MaxWindow counts both.
+func overshootWindow(l Limit, arrivals []Arrival, phantoms []Phantom) LimitFigures {
+	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Rate}
+	type win struct {
+		scope string
+		idx   int64
+	}
+	fleet, other, throttled := map[win]int64{}, map[win]int64{}, map[win]int64{}
+	scope := func(b string) string {
+		if l.PerBusiness {
+			return b
+		}
+		return ""
+	}
+	for _, a := range arrivals {
+		w := win{scope(a.Business), floorDiv(a.At, int64(l.Period))}
+		fleet[w]++
+		if !a.OK {
+			throttled[w]++
+		}
+	}
+	for _, p := range phantoms {
+		other[win{scope(p.Business), floorDiv(p.At, int64(l.Period))}]++
+	}
+	for w, n := range fleet {
+		over := min(n, max(0, n+other[w]-l.Rate))
+		if over > lf.Overshoot || (lf.Scope == "" && over == lf.Overshoot) {
+			lf.Overshoot, lf.Scope = over, w.scope
+		}
+		lf.MaxWindow = max(lf.MaxWindow, n+other[w])
+		lf.Most429 = max(lf.Most429, throttled[w])
+	}
+	return lf
+}
+
 // gcraOvershoot is the most arrivals beyond what a GCRA of interval t and
 // burst b allows in any interval [a_i, a_j]: max over i <= j of
 // (j-i+1) - b - floor((a_j-a_i)/t), at least 0. With g(k) = k*t - a_k,
@@ -211,8 +264,25 @@ func ideal(r *RunResult) int64 {
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	st := newStackState(r.Scenario.Vendor)
+	// Against fixed windows only, the other client's share is left to it:
+	// its requests are counted in their windows first, so the ideal is
+	// what it left (a window's count does not depend on the order).
+	windows := true
+	for _, l := range r.Scenario.Vendor {
+		windows = windows && l.Kind == KindWindow
+	}
+	if windows {
+		for _, p := range r.Phantoms {
+			for i := range st.limits {
+				st.limits[i].charge(st.state(i, p.Business), p.At)
+			}
+		}
+	}
 	var n int64
 	for _, e := range evs {
+		if e.phantom && windows {
+			continue
+		}
 		if e.phantom || !r.Scenario.Wait {
 			if ok, _ := st.decide(e.at, e.biz); ok && !e.phantom {
 				n++

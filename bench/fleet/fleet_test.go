@@ -73,6 +73,73 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// TestSharedAccountScenario runs the shared-account scenario briefly with
+// throttle (sync) and checks that the window vendor, the other client and
+// the window figures were measured, not the figures themselves.
+func TestSharedAccountScenario(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs, err := Run(ctx, Options{
+		Duration: 2 * time.Second, Processes: 2, Goroutines: 8,
+		Scenarios: []string{"shared-account"}, Algorithms: []string{AlgoThrottle},
+		Exe: os.Args[0],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("got %d runs, want 1", len(runs))
+	}
+	f := Analyze(runs[0])
+	if f.Served == 0 || f.Ideal == 0 || len(runs[0].Phantoms) == 0 {
+		t.Errorf("served %d, ideal %d, %d requests of the other client: want all above 0", f.Served, f.Ideal, len(runs[0].Phantoms))
+	}
+	if lf := f.Limits[0]; lf.Allowed != 400 || lf.MaxWindow == 0 {
+		t.Errorf("window figures %+v: want allowed 400 and a window counted", lf)
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, runs, Meta{Command: "`go test`", Began: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "REPORT.md")); !strings.Contains(string(b), "429 in one window") {
+		t.Errorf("REPORT.md has no per-window 429 figure")
+	}
+}
+
+// TestProxyScenario runs the proxy scenario briefly, with a real
+// "throttle proxy" process built from this checkout, and writes its
+// report section. It checks that both paths were measured, not the
+// figures.
+func TestProxyScenario(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := RunProxy(ctx, ProxyOptions{Duration: 300 * time.Millisecond, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []PathResult{r.Direct, r.Proxy} {
+		if p.Requests == 0 || p.P50 <= 0 || p.P99 < p.P50 || p.RPS <= 0 || p.Errors != 0 {
+			t.Errorf("path figures %+v: want requests, latencies and a rate, no errors", p)
+		}
+	}
+	if r.ProxyCPU <= 0 {
+		t.Errorf("proxy CPU per request %v, want above 0", r.ProxyCPU)
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, nil, Meta{Command: "`go test`", Began: time.Now(), Proxy: r}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "REPORT.md")); !strings.Contains(string(b), "added by the proxy") {
+		t.Errorf("REPORT.md has no proxy section:\n%s", b)
+	}
+}
+
 func TestGCRAOvershoot(t *testing.T) {
 	t.Parallel()
 	const T = int64(10 * time.Millisecond)
@@ -169,5 +236,50 @@ func TestLeakyBucket(t *testing.T) {
 		if ok, _ := st.decide(c.at, ""); ok != c.want {
 			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
 		}
+	}
+}
+
+// TestWindowVendor: a fixed window admits its count per window of Unix
+// time, all of it back at the reset, and publishes what remains of it and
+// when it resets.
+func TestWindowVendor(t *testing.T) {
+	t.Parallel()
+	l := Limit{Name: "core", Kind: KindWindow, Rate: 2, Period: 2 * time.Second, Counters: true}
+	st := newStackState([]Limit{l})
+	s := int64(time.Second)
+	base := int64(1e18) // a multiple of 2 s: a window starts there
+	for i, c := range []struct {
+		at        int64
+		want      bool
+		remaining int64
+	}{{base, true, 1}, {base + s, true, 0}, {base + s + s/2, false, 0}, {base + 2*s, true, 1}, {base + 3*s, true, 0}} {
+		if ok, _ := st.decide(c.at, ""); ok != c.want {
+			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
+		}
+		limit, rem, reset, ok := st.counter(c.at, "")
+		if wantReset := base + (c.at-base)/(2*s)*2*s + 2*s; !ok || limit != 2 || rem != c.remaining || reset != wantReset {
+			t.Errorf("request %d: counter %d, %d left, reset %d, %v; want 2, %d, %d, true", i, limit, rem, reset, ok, c.remaining, wantReset)
+		}
+	}
+	if _, wait := st.decide(base+3*s+s/2, ""); wait != s/2 {
+		t.Errorf("refused with wait %v, want the %v to the window's end", time.Duration(wait), time.Duration(s/2))
+	}
+}
+
+// TestOvershootWindow: the other client's requests count first; the
+// fleet is charged what both sent beyond the window's count, at most what
+// it sent itself.
+func TestOvershootWindow(t *testing.T) {
+	t.Parallel()
+	l := Limit{Name: "core", Kind: KindWindow, Rate: 3, Period: time.Second}
+	s := int64(time.Second)
+	base := int64(1e18)
+	arrivals := []Arrival{{At: base, OK: true}, {At: base + 1, OK: true}, {At: base + 2, OK: false}, // window 0: 3 of the fleet
+		{At: base + s, OK: true}, {At: base + s + 1, OK: false}} // window 1: 2 of the fleet
+	other := []Phantom{{At: base + 3}, {At: base + s + 2}, {At: base + s + 3}, {At: base + s + 4}, {At: base + s + 5}}
+	lf := overshootWindow(l, arrivals, other)
+	// Window 0: 3 + 1 - 3 = 1. Window 1: 2 + 4 - 3 = 3, at most the fleet's 2.
+	if lf.Overshoot != 2 || lf.MaxWindow != 6 || lf.Allowed != 3 || lf.Most429 != 1 {
+		t.Errorf("got overshoot %d, max %d / %d, most 429 %d; want 2, 6 / 3, 1", lf.Overshoot, lf.MaxWindow, lf.Allowed, lf.Most429)
 	}
 }

@@ -20,6 +20,8 @@ type Meta struct {
 	Began     time.Time
 	Took      time.Duration
 	Load      string
+	// Proxy is the proxy scenario's result, when it ran.
+	Proxy *ProxyResult
 }
 
 // WriteReport writes REPORT.md, two SVG plots per scenario and
@@ -108,8 +110,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			cs = append(cs, l.Name+" "+l.String())
 		}
 		b.WriteString(strings.Join(vs, "; ") + ". Clients are configured with: " + strings.Join(cs, "; "))
-		fmt.Fprintf(&b, " (bursts lowered by %v of arrival jitter, the same for every algorithm). Run: %v, offered %s.\n\n",
-			sc.Allowance, sc.Duration, loadStr(sc))
+		how := fmt.Sprintf("bursts lowered by %v of arrival jitter", sc.Allowance)
+		if limitKind(sc, sc.Vendor[0].Name) == KindWindow {
+			how = fmt.Sprintf("a fixed window as a GCRA of its figure at headroom %d%%", windowHeadroom)
+		}
+		fmt.Fprintf(&b, " (%s, the same for every algorithm). Run: %v, offered %s.\n\n", how, sc.Duration, loadStr(sc))
 		for _, r := range runs {
 			for _, e := range r.Events {
 				fmt.Fprintf(&b, "- %s: %s\n", r.Algo, e)
@@ -139,7 +144,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 				if lf.Overshoot > 0 && lf.Scope != "" {
 					where = " in " + lf.Scope
 				}
-				fmt.Fprintf(&b, " overshoot %d%s; max %d / %d |", lf.Overshoot, where, lf.MaxWindow, lf.Allowed)
+				most429 := ""
+				if limitKind(sc, lf.Name) == KindWindow {
+					most429 = fmt.Sprintf("; at most %d× 429 in one window; the other client refused %d×", lf.Most429, f.OtherRefused)
+				}
+				fmt.Fprintf(&b, " overshoot %d%s; max %d / %d%s |", lf.Overshoot, where, lf.MaxWindow, lf.Allowed, most429)
 			}
 			b.WriteString(" " + outcomesStr(f.Outcomes) + " |\n")
 		}
@@ -175,6 +184,13 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 						why = fmt.Sprintf("decisions held up by CLIENT PAUSE went out together when it ended (arrival lag up to %s)", dur(f.LagMax))
 					}
 				}
+				if limitKind(sc, lf.Name) == KindWindow {
+					why = fmt.Sprintf("a fixed window: the fleet's arrivals plus the other client's requests went beyond the window's count; "+
+						"the fleet drew %d× 429 (at most %d in one window), the other client %d×: the fleet took what the vendor had left "+
+						"when it asked, which the other client's later requests of the window then found spent. Leaving the other "+
+						"client its share is the configuration's headroom (70%% here), not something the counters can say in advance",
+						f.Vendor429, lf.Most429, f.OtherRefused)
+				}
 				if f.Algo == AlgoThrottleLocal && sc.Event != "" && !daily {
 					why = "while Redis failed each process decided alone, at 1/N with a fresh burst, " +
 						"blind to what Redis had already admitted or reserved: on_store_error: local trades this for availability"
@@ -192,6 +208,9 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			}
 		}
 	}
+	if meta.Proxy != nil {
+		proxySection(&b, meta.Proxy)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
@@ -208,12 +227,17 @@ const howToRead = `## How to read it
   request and enforces its published semantics with its own arithmetic
   (independent of package quota): a GCRA per second, a calendar daily
   quota (a real UTC day window with a small quota), a Shopify-style leaky
-  bucket. A refused request gets 429 with Retry-After (whole seconds).
+  bucket, a fixed window. A refused request gets 429 with Retry-After
+  (whole seconds). Where a scenario says so, every response carries the
+  count of one window limit (X-RateLimit-Limit, -Remaining, -Reset).
 - **Max overshoot**: over the fleet's arrivals (served or not), the most
   requests beyond what the limit allows in any interval (GCRA and bucket:
   max over i <= j of (j-i+1) - burst - floor((a_j-a_i)/interval)) or in
   any calendar day, in any scope. 0 means the arrivals conform: the
-  vendor, starting idle, would have served all of them.
+  vendor, starting idle, would have served all of them. For a fixed
+  window shared with another client: per window, the fleet's arrivals
+  plus the other client's requests beyond the limit (the other client's
+  share counts first).
 - **Ideal** is what a perfect client would have had served from the same
   offered load: the vendor's enforcement run over the offered requests
   (each sent at once, or in wait mode at the earliest time within max
@@ -235,6 +259,34 @@ const howToRead = `## How to read it
   keeps the vendor's bucket exactly full trips the vendor whenever two
   requests swap order or bunch up on the way (see bench/README.md).
 `
+
+// proxySection writes the proxy scenario's figures.
+func proxySection(b *strings.Builder, r *ProxyResult) {
+	fmt.Fprintf(b, "\n## What the proxy adds (`%s`)\n\n", ScenarioProxy)
+	b.WriteString("The same GET to a fake vendor (in the harness process), sent by a Go client in the harness " +
+		"straight through throttle's client (`Transport.Client()`, what `throttle.NewClient` returns), and through a " +
+		"`throttle proxy` process (built from this checkout, `/<host>/<path>` form, plain keep-alive client). " +
+		"Both make one reservation per request in the same redis-server; the provider's limit (1,000,000/s) never " +
+		"makes a request wait, so the difference is the proxy's hop and work. Latency: one request at a time, the two " +
+		"paths in turn, for the phase's length; throughput: a closed loop of the given goroutines on one path at a time.\n\n")
+	fmt.Fprintf(b, "| path | latency p50 | latency p99 | requests (latency phase) | requests/s, %d goroutines |\n|---|---:|---:|---:|---:|\n", r.Concurrency)
+	fmt.Fprintf(b, "| direct (Go client) | %s | %s | %d | %.0f |\n", dur(r.Direct.P50), dur(r.Direct.P99), r.Direct.Requests, r.Direct.RPS)
+	fmt.Fprintf(b, "| through the proxy | %s | %s | %d | %.0f |\n", dur(r.Proxy.P50), dur(r.Proxy.P99), r.Proxy.Requests, r.Proxy.RPS)
+	fmt.Fprintf(b, "| **added by the proxy** | **%s** | **%s** | | |\n\n", dur(r.Proxy.P50-r.Direct.P50), dur(r.Proxy.P99-r.Direct.P99))
+	fmt.Fprintf(b, "Added = proxied percentile − direct percentile (not a percentile of differences). "+
+		"The proxy process used %s of CPU (user+sys) per request it served. Phases of %v; "+
+		"the client, the proxy, Redis and the vendor share the machine's CPUs.\n", dur(r.ProxyCPU), r.Duration)
+}
+
+// limitKind is the kind of the scenario's vendor limit called name.
+func limitKind(sc *Scenario, name string) string {
+	for _, l := range sc.Vendor {
+		if l.Name == name {
+			return l.Kind
+		}
+	}
+	return ""
+}
 
 func pctStr(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 

@@ -55,6 +55,8 @@ type RunResult struct {
 	CmdsSent  int64            `json:"cmds_sent"`
 	CmdsRan   int64            `json:"cmds_ran"`
 	Events    []string         `json:"events,omitempty"`
+	// OtherRefused is how many of the phantoms the vendor refused.
+	OtherRefused int64 `json:"other_refused,omitempty"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -140,10 +142,17 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	}
 	defer func() { _ = srv.persist(context.WithoutCancel(ctx), admin, false) }()
 	start := time.Now().Add(startDelay)
+	for _, l := range sc.Vendor {
+		if l.Kind == KindWindow { // start at a window's start: every run covers the same windows
+			p := int64(l.Period)
+			start = time.Unix(0, (start.UnixNano()+p-1)/p*p)
+			break
+		}
+	}
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
 	res.Phantoms = sc.phantoms(res.Start)
-	v, err := startVendor(sc.Vendor, res.Phantoms)
+	v, err := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +292,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		res.CmdsSent, res.CmdsRan = commandsSince(before, after)
 		res.RedisCPU = secs(after.cpuSec - before.cpuSec)
 	}
-	res.Arrivals = v.close()
+	res.Arrivals, res.OtherRefused = v.close()
 	vendorClosed = true
 
 	for _, p := range procs {

@@ -15,13 +15,17 @@ const (
 	// process falls back to an in-process limiter at 1/N of every limit
 	// while Redis fails); only the Redis failure scenarios run it.
 	AlgoThrottleLocal = "throttle-local"
+	// AlgoThrottleNoSync is throttle configured without sync: it ignores
+	// the vendor's counters, as throttle did before it read them; only
+	// the scenarios whose vendor publishes them run it.
+	AlgoThrottleNoSync = "throttle-nosync"
 )
 
 // Algorithms lists every algorithm, in report order.
-var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal}
+var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal, AlgoThrottleNoSync}
 
 // variants are run only by the scenarios that name them in Algos.
-var variants = map[string]bool{AlgoThrottleLocal: true}
+var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true}
 
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
@@ -33,6 +37,8 @@ var AlgoDoc = map[string]string{
 	AlgoLocalRate: "golang.org/x/time/rate in each process at rate/N and burst/N (a daily quota as a per-process counter of quota/N)",
 	AlgoThrottleLocal: "throttle with on_store_error: local, local_share 1/N: while Redis fails each process decides alone at 1/N of every limit " +
 		"(run in the Redis failure scenarios only)",
+	AlgoThrottleNoSync: "throttle without sync: the same configuration, the vendor's counters ignored, as throttle did before it read them " +
+		"(run only where the vendor publishes its counters: shared-account, redis-restart-sync)",
 }
 
 // Load is the offered load of a scenario: requests per second for the
@@ -87,6 +93,11 @@ type Scenario struct {
 	PhantomFrom, PhantomTo time.Duration `json:"-"`
 	PhantomRate            float64       `json:"-"`
 	PhantomBurst           int           `json:"-"`
+	// RetryAfter, when set, is the vendor's Retry-After on every 429,
+	// whatever its window says (a vendor that asks for a retry in a
+	// second while its window ends later); zero: the time until the
+	// request would fit.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
 }
 
 // Configured returns the limits the clients are configured with: the
@@ -94,6 +105,16 @@ type Scenario struct {
 func (s *Scenario) Configured() []Limit {
 	out := make([]Limit, len(s.Vendor))
 	for i, l := range s.Vendor {
+		if l.Kind == KindWindow {
+			// A window vendor as docs/decisions.md ("Vendor counters")
+			// configures one with sync: a GCRA of the published figure,
+			// rate and burst, at headroom 95%. Without sync that admits
+			// up to twice the figure in a window from idle; with it,
+			// the vendor's count drains the burst.
+			n := max(1, l.Rate*windowHeadroom/100)
+			out[i] = Limit{Name: l.Name, Kind: KindGCRA, Rate: n, Period: l.Period, Burst: n, PerBusiness: l.PerBusiness, Counters: l.Counters}
+			continue
+		}
 		if l.Kind != KindDay && s.Allowance > 0 {
 			t := l.interval()
 			cut := (int64(s.Allowance) + t - 1) / t
@@ -104,11 +125,21 @@ func (s *Scenario) Configured() []Limit {
 	return out
 }
 
+// windowHeadroom is the headroom, in percent, of the clients' limit for a
+// window vendor (Configured).
+const windowHeadroom = 95
+
 var (
 	alpha        = []Limit{{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20}}
 	restartStack = []Limit{
 		{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20},
 		{Name: "daily", Kind: KindDay, Rate: 400},
+	}
+	// restartSyncStack is restartStack with the daily quota's counters
+	// published on every response.
+	restartSyncStack = []Limit{
+		{Name: "peak", Kind: KindGCRA, Rate: 200, Period: time.Second, Burst: 20},
+		{Name: "daily", Kind: KindDay, Rate: 400, Counters: true},
 	}
 )
 
@@ -167,6 +198,36 @@ func Scenarios(d time.Duration) []Scenario {
 			Allowance: 20 * time.Millisecond,
 			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart", AOF: true,
 			Algos: []string{AlgoThrottle},
+		},
+		{
+			Name: "redis-restart-sync", Title: "Redis restart, the vendor's counters synced",
+			Doc: "The restart above, the vendor sending its daily count on every response (X-RateLimit-Limit, -Remaining, " +
+				"-Reset at midnight UTC) and Retry-After: 1 on every 429, whatever its limits say (a vendor that asks for a " +
+				"retry in a second while its quota ends at midnight); throttle is configured with sync: the first response " +
+				"after the empty restart drains the store to the vendor's count, and one that says 0 remain pauses the " +
+				"provider until midnight (capped at max_delay, 10 min). throttle-nosync is the same without sync: each " +
+				"429 pauses it for the second asked. The others do not read the counters either (see redis-restart).",
+			Vendor:    restartSyncStack,
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 2000}, Businesses: 1, Duration: d + d/2, Event: "restart", RetryAfter: time.Second,
+			Algos: []string{AlgoThrottle, AlgoThrottleNoSync},
+		},
+		{
+			Name: "shared-account", Title: "Shared account: another client spends 30% of the vendor's window",
+			Doc: "A vendor counting 400 per fixed 2 s window (GitHub's 5,000 an hour, scaled down), sending X-RateLimit-Limit, " +
+				"-Remaining and -Reset on every response, and Retry-After: 1 on a 429 whatever its window says; another client " +
+				"the fleet cannot see spends 120 of each window (30%: 60 req/s, unthrottled). Offered 1,000 req/s, fail fast. " +
+				"Clients are configured with a GCRA of the vendor's figure at headroom 95% (380 per 2 s, burst 380), throttle " +
+				"with sync: x-ratelimit; throttle-nosync is the same configuration without sync (throttle before it read the " +
+				"counters). Overshoot per window: the fleet's arrivals plus the other client's requests beyond the vendor's 400 " +
+				"(the other client's share counts first: it is outside the fleet's control, so every request of it the vendor " +
+				"refused counts against the fleet); utilization is of what the other client left. lock-gcra and x/time/rate " +
+				"are left out to keep the run short: they do not read the counters either.",
+			Vendor:    []Limit{{Name: "core", Kind: KindWindow, Rate: 400, Period: 2 * time.Second, Counters: true}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d,
+			Algos:       []string{AlgoThrottle, AlgoThrottleNoSync, AlgoFixedWindow, AlgoRedisRate},
+			PhantomFrom: 0, PhantomTo: d, PhantomRate: 60, RetryAfter: time.Second,
 		},
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",

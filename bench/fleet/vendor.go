@@ -22,6 +22,10 @@ const (
 	// KindLeaky is a Shopify-style leaky bucket of Burst requests that
 	// leaks Rate per second, continuously.
 	KindLeaky = "leaky"
+	// KindWindow is a fixed window: Rate per Period, counted per window
+	// [k·Period, (k+1)·Period) of Unix time, all of it back at the reset
+	// (GitHub's 5,000 an hour, scaled down).
+	KindWindow = "window"
 )
 
 // ScopeHeader carries the business (tenant, shop) a request is for.
@@ -36,6 +40,10 @@ type Limit struct {
 	Burst  int64         `json:"burst,omitempty"`
 	// PerBusiness: one state per value of ScopeHeader.
 	PerBusiness bool `json:"per_business,omitempty"`
+	// Counters: the vendor publishes this limit's count on every response
+	// (X-RateLimit-Limit, -Remaining, -Reset), and throttle syncs to it.
+	// At most one limit of a stack has it: x-ratelimit has one counter.
+	Counters bool `json:"counters,omitempty"`
 }
 
 // interval is the GCRA emission interval in ns (a leaky bucket is a GCRA
@@ -60,6 +68,8 @@ func (l Limit) String() string {
 		return s
 	case KindDay:
 		return strconv.FormatInt(l.Rate, 10) + "/day (UTC calendar day)"
+	case KindWindow:
+		return strconv.FormatInt(l.Rate, 10) + " per fixed " + l.Period.String() + " window"
 	case KindLeaky:
 		s := "leaky bucket " + strconv.FormatInt(l.Burst, 10) + " leaking " + strconv.FormatInt(l.Rate, 10) + "/s"
 		if l.PerBusiness {
@@ -82,7 +92,7 @@ func durName(d time.Duration) string {
 // harness judges throttle by a second implementation.
 type limitState struct {
 	tat   int64           // gcra: theoretical arrival time, ns
-	days  map[int64]int64 // day: admitted per UTC day index
+	days  map[int64]int64 // day, window: admitted per window index
 	level float64
 	last  int64 // leaky: when level was computed, ns
 }
@@ -105,6 +115,12 @@ func (l *Limit) admitAt(s *limitState, now int64) (bool, int64) {
 			return true, 0
 		}
 		return false, (day+1)*int64(24*time.Hour) - now
+	case KindWindow:
+		w := floorDiv(now, int64(l.Period))
+		if s.days[w] < l.Rate {
+			return true, 0
+		}
+		return false, (w+1)*int64(l.Period) - now
 	case KindLeaky:
 		level := s.levelAt(l, now)
 		if level+1 <= float64(l.Burst)+1e-9 {
@@ -125,6 +141,11 @@ func (l *Limit) charge(s *limitState, now int64) {
 			s.days = map[int64]int64{}
 		}
 		s.days[floorDiv(now, int64(24*time.Hour))]++
+	case KindWindow:
+		if s.days == nil {
+			s.days = map[int64]int64{}
+		}
+		s.days[floorDiv(now, int64(l.Period))]++
 	case KindLeaky:
 		s.level = s.levelAt(l, now) + 1
 		s.last = max(s.last, now)
@@ -142,9 +163,9 @@ func (s *limitState) levelAt(l *Limit, now int64) float64 {
 // (for the ideal client: the reference a utilization is measured against).
 func (l *Limit) earliest(s *limitState, t int64) int64 {
 	switch l.Kind {
-	case KindDay:
+	case KindDay, KindWindow:
 		if ok, wait := l.admitAt(s, t); !ok {
-			return t + wait // the next day: empty
+			return t + wait // the next window: empty
 		}
 		return t
 	default:
@@ -205,6 +226,29 @@ func (s *stackState) decide(now int64, biz string) (bool, int64) {
 	return ok, wait
 }
 
+// counter is what the vendor publishes of its counted limit (the one with
+// Counters) for biz at now: the limit, what remains of it and when it is
+// full again (ns since the epoch). ok is false when no limit is counted,
+// or the counted one is not a window (a GCRA has no reset to publish).
+func (s *stackState) counter(now int64, biz string) (limit, remaining, reset int64, ok bool) {
+	for i, l := range s.limits {
+		if !l.Counters {
+			continue
+		}
+		length := int64(l.Period)
+		switch l.Kind {
+		case KindDay:
+			length = int64(24 * time.Hour)
+		case KindWindow:
+		default:
+			return 0, 0, 0, false
+		}
+		w := floorDiv(now, length)
+		return l.Rate, max(0, l.Rate-s.state(i, biz).days[w]), (w + 1) * length, true
+	}
+	return 0, 0, 0, false
+}
+
 // earliest is the first time >= t at which every limit admits one request.
 func (s *stackState) earliest(t int64, biz string) int64 {
 	for round := 0; round < 16; round++ {
@@ -248,17 +292,22 @@ type vendor struct {
 	stack    *stackState
 	phantoms []Phantom // sorted; consumed as time passes
 	arrivals []Arrival
-	wg       sync.WaitGroup
+	// otherRefused counts the phantoms the vendor refused.
+	otherRefused int64
+	// retryAfter, when set, is the Retry-After of every 429 instead of
+	// the time until the request would fit.
+	retryAfter time.Duration
+	wg         sync.WaitGroup
 }
 
-func startVendor(limits []Limit, phantoms []Phantom) (*vendor, error) {
+func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration) (*vendor, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	ph := append([]Phantom(nil), phantoms...)
 	sort.Slice(ph, func(i, j int) bool { return ph[i].At < ph[j].At })
-	v := &vendor{stack: newStackState(limits), phantoms: ph, url: "http://" + l.Addr().String()}
+	v := &vendor{stack: newStackState(limits), phantoms: ph, retryAfter: retryAfter, url: "http://" + l.Addr().String()}
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
 	v.wg.Add(1)
 	go func() {
@@ -282,23 +331,28 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	biz := r.Header.Get(ScopeHeader)
 	v.mu.Lock()
-	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
-		p := v.phantoms[0]
-		v.phantoms = v.phantoms[1:]
-		v.stack.decide(p.At, p.Business)
-	}
+	v.phantomsUntil(now)
 	ok, wait := v.stack.decide(now, biz)
 	a := Arrival{At: now, Business: biz, OK: ok}
 	if slot, err := strconv.ParseInt(r.Header.Get(SlotHeader), 10, 64); err == nil && slot > 0 {
 		a.Lag = now - slot
 	}
 	v.arrivals = append(v.arrivals, a)
+	limit, remaining, reset, counted := v.stack.counter(now, biz)
 	v.mu.Unlock()
 	_, _ = io.Copy(io.Discard, r.Body)
 	w.Header().Set("Content-Type", "application/json")
+	if counted { // GitHub's form: the reset in Unix seconds (here with milliseconds)
+		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit, 10))
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatFloat(float64(reset/int64(time.Millisecond))/1e3, 'f', 3, 64))
+	}
 	if ok {
 		_, _ = io.WriteString(w, `{"ok":true}`)
 		return
+	}
+	if v.retryAfter > 0 {
+		wait = int64(v.retryAfter)
 	}
 	secs := (wait + int64(time.Second) - 1) / int64(time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
@@ -306,8 +360,21 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, `{"error":"rate_limited"}`)
 }
 
-// close stops the server and returns what it recorded.
-func (v *vendor) close() []Arrival {
+// phantomsUntil decides the phantoms due at now, in their order: they go
+// before any request that arrives after them. v.mu is held.
+func (v *vendor) phantomsUntil(now int64) {
+	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
+		p := v.phantoms[0]
+		v.phantoms = v.phantoms[1:]
+		if ok, _ := v.stack.decide(p.At, p.Business); !ok {
+			v.otherRefused++
+		}
+	}
+}
+
+// close stops the server and returns what it recorded: the fleet's
+// arrivals and how many of the phantoms it refused.
+func (v *vendor) close() ([]Arrival, int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := v.srv.Shutdown(ctx); err != nil {
@@ -316,5 +383,6 @@ func (v *vendor) close() []Arrival {
 	v.wg.Wait()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return append([]Arrival(nil), v.arrivals...)
+	v.phantomsUntil(math.MaxInt64) // those after the fleet's last request
+	return append([]Arrival(nil), v.arrivals...), v.otherRefused
 }

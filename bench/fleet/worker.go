@@ -174,7 +174,7 @@ func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // throttleConfig is the providers YAML of a scenario for throttle.
-func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64) string {
+func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync bool) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nproviders:\n  vendor:\n")
 	fmt.Fprintf(&b, "    hosts: [%q]\n", host)
@@ -210,6 +210,11 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 			fmt.Fprintf(&b, "      - {name: %s, limit: %d/day%s}\n", l.Name, l.Rate, scope)
 		}
 	}
+	for _, l := range limits {
+		if sync && l.Counters { // the vendor writes one counter, unnamed: "default"
+			fmt.Fprintf(&b, "    sync: {format: x-ratelimit, counters: {default: %s}}\n", l.Name)
+		}
+	}
 	return b.String()
 }
 
@@ -226,12 +231,12 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	var lim limiter
 	var st *redisstore.Store
 	switch spec.Algo {
-	case AlgoThrottle, AlgoThrottleLocal:
+	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync:
 		share := 0.0
 		if spec.Algo == AlgoThrottleLocal {
 			share = 1 / float64(spec.Processes)
 		}
-		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share)))
+		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share, spec.Algo != AlgoThrottleNoSync)))
 		if err != nil {
 			return nil, err
 		}

@@ -30,7 +30,13 @@ type storeFlags struct {
 	timeout time.Duration
 }
 
+// register adds the flags to fs. A timeout already set in f is the
+// default of --timeout (2s otherwise).
 func (f *storeFlags) register(fs *flag.FlagSet) {
+	timeout := f.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
 	// $THROTTLE_REDIS is read after parsing, not made the default, so
 	// that --help never prints a password it holds.
 	fs.StringVar(&f.redis, "redis", "",
@@ -39,7 +45,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.cluster, "cluster", false, "connect to a Redis Cluster (implied by several addresses)")
 	fs.StringVar(&f.config, "config", "", "providers configuration `FILE` (default: the embedded catalog, config/providers.yaml)")
 	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "key `prefix` the fleet's stores use (redisstore.Options.Prefix)")
-	fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "bound on each call to Redis")
+	fs.DurationVar(&f.timeout, "timeout", timeout, "bound on each call to Redis")
 }
 
 // loadConfig loads --config, or the embedded catalog.
@@ -179,18 +185,22 @@ func urlError(err error) error {
 	return err
 }
 
-// redactURL hides a password in a Redis URL for messages.
+// redactURL hides passwords in a --redis value for messages: each
+// comma-separated URL as url.URL.Redacted shows it; one that does not parse
+// is not shown at all, since where its password ends is unknown.
 func redactURL(s string) string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if i := strings.Index(p, "://"); i >= 0 {
-			if at := strings.LastIndex(p, "@"); at > i {
-				p = p[:i+3] + "***@" + p[at+1:]
-			}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if !strings.Contains(p, "://") {
+			continue // host:port holds no password
 		}
-		out = append(out, p)
+		if u, err := url.Parse(p); err == nil {
+			parts[i] = u.Redacted()
+		} else {
+			parts[i] = "(a URL that does not parse)"
+		}
 	}
-	return strings.Join(out, ",")
+	return strings.Join(parts, ",")
 }
 
 // provider looks a provider up by name, as a usage error when unknown.
@@ -261,6 +271,9 @@ func spec(l *quota.Limit) string {
 	if l.Kind == quota.Concurrency {
 		return fmt.Sprintf("%d concurrent lease %v", l.Rate, l.Period)
 	}
+	if l.Kind == quota.Rolling {
+		return fmt.Sprintf("%d/%s rolling", l.Rate, periodString(l.Period))
+	}
 	if l.Kind == quota.GCRA {
 		s := fmt.Sprintf("%d/%s", l.Rate, periodString(l.Period))
 		if l.Capacity() != l.Rate {
@@ -282,7 +295,7 @@ func spec(l *quota.Limit) string {
 	return s
 }
 
-// periodString writes a GCRA period as the short form's unit: ms, s, min,
+// periodString writes a GCRA or rolling period as the short form's unit: ms, s, min,
 // h, or a duration such as 10s or 24h.
 func periodString(d time.Duration) string {
 	switch d {

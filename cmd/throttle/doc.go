@@ -1,8 +1,9 @@
 // Command throttle is the operator's command line of
 // github.com/fleetquota/throttle: it validates a providers configuration,
-// shows the live quota state a fleet keeps in Redis, and pulls the manual
+// shows the live quota state a fleet keeps in Redis, pulls the manual
 // levers — pause, resume, reset — that an operator needs when a vendor
-// writes "you are over quota".
+// writes "you are over quota", and runs the proxy through which processes
+// in any language share the fleet's quota.
 //
 // Install it with
 //
@@ -16,6 +17,7 @@
 //	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 //	throttle resume PROVIDER[/SCOPE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
+//	throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
 //
 // Every command takes --help. Messages go to stderr, results to stdout.
 //
@@ -47,6 +49,22 @@
 // (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the
 // keys status finds) and the Redis keys from package redisstore (Store.Key,
 // Store.PauseKey, Store.ParseKey), which own the layout.
+//
+// proxy is a sidecar for programs in other languages: a reverse proxy that
+// throttles every request it forwards exactly as the Go transport does,
+// through the same Redis and configuration. A client sends
+// http://ADDR/<host>/<path> for https://<host>/<path>, or
+// http://ADDR/<name>/<path> for a --route name=URL; only hosts a provider
+// claims are forwarded (403 otherwise). Per-request values come from the
+// headers Throttle-Business, Throttle-Label, Throttle-Cost,
+// Throttle-Limit-Cost and Throttle-Max-Wait (which may only shorten the
+// provider's max_wait), stripped before forwarding. A refusal is a 429
+// with Retry-After, Throttle-Error: limited and a JSON body naming the
+// provider, limit and scope; every answer the proxy makes itself carries
+// Throttle-Error, a vendor's own never does. /healthz and /metrics
+// (Prometheus) are served on the main listener. On SIGTERM or SIGINT the
+// listeners close and requests in flight, waits included, have
+// --drain-timeout to finish. docs/proxy.md is the reference.
 //
 // # Connecting
 //

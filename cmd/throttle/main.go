@@ -50,6 +50,7 @@ Usage:
 	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 	throttle resume PROVIDER[/SCOPE] --redis URL
 	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
+	throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
 
 Run "throttle COMMAND --help" for a command's flags.
 ` + exitCodesText
@@ -74,7 +75,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{validateCmd, statusCmd, pauseCmd, resumeCmd, resetCmd}
+	commands = []*command{validateCmd, statusCmd, pauseCmd, resumeCmd, resetCmd, proxyCmd}
 }
 
 // run runs the command line args (without the program name) and returns

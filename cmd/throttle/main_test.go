@@ -128,6 +128,7 @@ func TestValidate(t *testing.T) {
 		"valid, 3 providers",
 		"10/min burst 5",
 		"100/day resets 00:00 America/Los_Angeles",
+		"1000/24h rolling",
 		"tagged per business",
 		"50/s",  // headroom 50% applied to 100/s
 		"3/min", // and to 6/min
@@ -260,6 +261,10 @@ func TestStatusMatchesReservations(t *testing.T) {
 	daily := findRow(t, v, "acme", "daily", "")
 	if daily.Used != 3 || daily.Remaining != 97 || daily.Capacity != 100 || !daily.Exists || daily.Kind != "window" {
 		t.Errorf("acme daily: %+v, want used 3 of 100", daily)
+	}
+	if r := findRow(t, v, "acme", "trailing", ""); r.Used != 3 || r.Remaining != 997 || !r.Exists || r.Kind != "rolling" ||
+		r.ResetAfterMS < 24*3600*1000 || r.ResetAfterMS > 24*3600*1000+864*1000 {
+		t.Errorf("acme trailing: %+v, want used 3 of 1000, reset after 24h and at most a bucket", r)
 	}
 	// 10/min burst 5: three used (T = 6s, so none back yet).
 	peak := findRow(t, v, "acme", "peak", "")
@@ -545,10 +550,11 @@ func TestCluster(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"redis://u:secret@h:6379/0":       "redis://***@h:6379/0",
-		"rediss://:p@a:1,rediss://:q@b:2": "rediss://***@a:1,rediss://***@b:2",
+		"redis://u:secret@h:6379/0":       "redis://u:xxxxx@h:6379/0",
+		"rediss://:p@a:1,rediss://:q@b:2": "rediss://:xxxxx@a:1,rediss://:xxxxx@b:2",
 		"h:6379":                          "h:6379",
 		"redis://h:6379":                  "redis://h:6379",
+		"redis://u:se cret@h%zz:1":        "(a URL that does not parse)",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)

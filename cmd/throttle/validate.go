@@ -156,6 +156,9 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 				fmt.Fprintf(w, "  note: every limit is scoped by %s. Before the keys field, such a provider was tagged per tenant (%s); to keep its state across the upgrade, set keys: per_tenant (docs/operations.md, Upgrading)\n", s, p.Name+":<value>")
 			}
 		}
+		if p.Sync != nil {
+			fmt.Fprintf(w, "  sync: %s\n", syncString(p.Sync))
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ROUTE\tLIMIT\tSPEC\tSCOPE\tMISSING\tONLY\tCOST")
 		for _, l := range allLimits(p) {
@@ -177,6 +180,11 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
+		for i := range p.Routes {
+			if r := &p.Routes[i]; r.Sync != nil {
+				fmt.Fprintf(w, "  route %s sync: %s\n", routeString(r), syncString(r.Sync))
+			}
+		}
 		for i := range p.Routes {
 			r := &p.Routes[i]
 			if len(r.Costs) == 0 {
@@ -219,4 +227,17 @@ func routeString(r *providers.Route) string {
 		m = strings.Join(r.Methods, ",")
 	}
 	return r.Name + ": " + m + " " + r.Path
+}
+
+// syncString is "format, counter -> limit, ..." with the counters sorted.
+func syncString(sc *providers.Sync) string {
+	counters := make([]string, 0, len(sc.Counters))
+	for c := range sc.Counters {
+		counters = append(counters, c)
+	}
+	sort.Strings(counters)
+	for i, c := range counters {
+		counters[i] = c + " -> " + sc.Counters[c]
+	}
+	return sc.Format.String() + ", vendor counter " + strings.Join(counters, ", ")
 }

@@ -5,7 +5,7 @@
 //	redis-server --port 6379 --save ''   # in another terminal, if none runs
 //	go run ./examples/fleet              # -workers 4 -duration 5s
 //
-// The program runs the fake vendor (package internal/fakevendor), which
+// The program runs the fake vendor (package throttletest), which
 // counts 20 requests per calendar second and answers 429 beyond that, then
 // starts itself again as each worker (os.Args[0], with THROTTLE_FLEET_WORKER
 // set). Every worker sends as fast as it can for the duration; the only
@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,7 +39,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fleetquota/throttle/internal/fakevendor"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // The environment of a worker process.
@@ -102,9 +103,9 @@ func run(ctx context.Context, stdout io.Writer, o options) error {
 			errNoRedis, err)
 	}
 
-	vendor := fakevendor.Start(fakevendor.Options{
-		Enforcer: fakevendor.Window(vendorLimit, time.Second),
-		Signal:   fakevendor.RetryAfterSeconds,
+	vendor := throttletest.NewVendor(throttletest.Options{
+		Enforcer: throttletest.Window(vendorLimit, time.Second),
+		Signal:   throttletest.RetryAfterSeconds,
 	})
 	defer vendor.Close()
 
@@ -200,7 +201,7 @@ func runWorker(ctx context.Context, n int, env []string) (report, error) {
 
 // printTable prints the requests the vendor served per second of the run,
 // per worker and in total, against the limit.
-func printTable(w io.Writer, arrivals []fakevendor.Arrival, workers int, start time.Time) error {
+func printTable(w io.Writer, arrivals []throttletest.Arrival, workers int, start time.Time) error {
 	counts := map[int][]int{} // second -> per worker (index 0: total)
 	for _, a := range arrivals {
 		if a.Throttled {
@@ -254,10 +255,9 @@ func workerOf(path string) (int, bool) {
 
 // redactURL hides a password in a Redis URL.
 func redactURL(s string) string {
-	before, after, ok := strings.Cut(s, "@")
-	if !ok {
-		return s
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
 	}
-	scheme, _, _ := strings.Cut(before, "://")
-	return scheme + "://***@" + after
+	return u.Redacted()
 }

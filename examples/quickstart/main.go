@@ -6,7 +6,7 @@
 //	go run ./examples/quickstart
 //
 // It needs no network and no Redis: the fake vendor runs in this process
-// (package internal/fakevendor) and the quota state lives in memory, which
+// (package throttletest) and the quota state lives in memory, which
 // throttles this one process. With REDIS_URL set (e.g.
 // redis://localhost:6379/0) the state lives in Redis instead, as it would
 // for a fleet.
@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -34,9 +35,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota/redisstore"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 const (
@@ -84,9 +85,9 @@ func run(ctx context.Context, stdout io.Writer) error {
 
 // runWith is run with the Redis URL given: "" for the memory store.
 func runWith(ctx context.Context, stdout io.Writer, redisURL string) error {
-	vendor := fakevendor.Start(fakevendor.Options{
-		Enforcer: fakevendor.GCRA(vendorRate, time.Second, vendorRate),
-		Signal:   fakevendor.RetryAfterSeconds,
+	vendor := throttletest.NewVendor(throttletest.Options{
+		Enforcer: throttletest.GCRA(vendorRate, time.Second, vendorRate),
+		Signal:   throttletest.RetryAfterSeconds,
 	})
 	defer vendor.Close()
 
@@ -362,10 +363,9 @@ func openRedis(ctx context.Context, url string) (*redisstore.Store, func(), erro
 
 // redactURL hides a password in a Redis URL.
 func redactURL(s string) string {
-	before, after, ok := strings.Cut(s, "@")
-	if !ok {
-		return s
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
 	}
-	scheme, _, _ := strings.Cut(before, "://")
-	return scheme + "://***@" + after
+	return u.Redacted()
 }

@@ -76,8 +76,9 @@ func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"redis://localhost:6379/0", "redis://localhost:6379/0"},
-		{"redis://:secret@localhost:6379/0", "redis://***@localhost:6379/0"},
-		{"rediss://user:secret@host:6380", "rediss://***@host:6380"},
+		{"redis://:secret@localhost:6379/0", "redis://:xxxxx@localhost:6379/0"},
+		{"rediss://user:secret@host:6380", "rediss://user:xxxxx@host:6380"},
+		{"redis://u:se cret@h%zz:1", "(a URL that does not parse)"},
 	} {
 		if got := redactURL(c.in); got != c.want {
 			t.Errorf("redactURL(%q) = %q, want %q", c.in, got, c.want)

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/internal/fakevendor"
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // dailyQuota is the vendor's daily quota; the fake vendor enforces it too.
@@ -68,8 +68,8 @@ func run(ctx context.Context, stdout io.Writer) error {
 	// The vendor enforces the daily quota itself, per UTC day, and
 	// answers 429 beyond it: if a refused request had been charged to the
 	// daily quota anyway, the vendor would not see all 30.
-	vendor := fakevendor.Start(fakevendor.Options{
-		Enforcer: fakevendor.Window(dailyQuota, 24*time.Hour),
+	vendor := throttletest.NewVendor(throttletest.Options{
+		Enforcer: throttletest.Window(dailyQuota, 24*time.Hour),
 	})
 	defer vendor.Close()
 

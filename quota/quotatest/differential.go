@@ -12,8 +12,9 @@ import (
 )
 
 // templates are the limits random stacks are drawn from: bursts of 1 and
-// more, intervals that do not divide evenly, and windows of every unit
-// (in zones with and without daylight saving).
+// more, intervals that do not divide evenly, windows of every unit (in
+// zones with and without daylight saving), and rolling windows whose
+// buckets do and do not divide the period evenly.
 func templates() []*quota.Limit {
 	return []*quota.Limit{
 		gcra("peak", 10, time.Second, 0),
@@ -23,6 +24,8 @@ func templates() []*quota.Limit {
 		window("hourly", 12, quota.Hour, 15*time.Minute, time.UTC),
 		window("daily", 40, quota.Day, 0, la),
 		window("monthly", 60, quota.Month, 9*time.Hour, la),
+		rolling("rolling", 4, 3*time.Second+7*time.Microsecond),
+		rolling("rolling-hour", 20, time.Hour),
 		concurrent("streams", 3, 5*time.Second),
 	}
 }

@@ -17,14 +17,21 @@ import (
 // takes the first at which every limit admits. Nor does it keep a GCRA
 // key's tat: it keeps the charges that make it up and folds them (see
 // charges.tat), so that Cancel is the design's rule itself rather than the
-// stores' bookkeeping of it. Leases are intervals of time, [taken,
-// ended), with no ids: a Concurrency limit admits when fewer than its rate
-// of them contain the present. It keeps no TTLs and is not safe for
+// stores' bookkeeping of it. A pause drains the GCRA buckets of the
+// requests it holds back: the model books such a request's charge as if
+// it went no earlier than the drain's floor (see floor). Nor does it keep
+// a rolling window's buckets: it keeps a log of every event admitted and
+// places each in its bucket when it asks what a limit counts; Check
+// verifies the log against the exact rule, at most Rate in any trailing
+// Period. Leases are intervals of time, [taken, ended), with no ids: a
+// Concurrency limit admits when fewer than its rate of them contain the
+// present. It keeps no TTLs and is not safe for
 // concurrent use. Differential compares stores against it, and Check
 // verifies that what it admitted never exceeds a limit.
 type Model struct {
 	gcra  map[string]*charges
 	count map[string]map[int64]int64
+	log   map[string][]*event // rolling: the events admitted, uncancelled
 	pause map[string]int64
 	// leases are every lease taken, per key, released or not.
 	leases map[string][]*lease
@@ -39,6 +46,9 @@ type Model struct {
 // comes back once every reservation after it is gone); until then it
 // stays, at the slot it was given.
 type charges []*charge
+
+// event is one reservation's charge to a rolling window.
+type event struct{ slot, cost int64 }
 
 type charge struct {
 	slot      int64 // the reserved time, µs
@@ -62,8 +72,8 @@ type lease struct{ taken, ended, rate int64 }
 
 // NewModel returns an empty Model.
 func NewModel() *Model {
-	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{}, pause: map[string]int64{},
-		leases: map[string][]*lease{}}
+	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{},
+		log: map[string][]*event{}, pause: map[string]int64{}, leases: map[string][]*lease{}}
 }
 
 // held returns the leases of key k that hold at now, and the soonest and
@@ -91,6 +101,7 @@ type ModelReservation struct {
 	slot    int64
 	charges []*charge // per item: the GCRA charge, nil for a window
 	starts  []int64   // per item: the window start charged
+	events  []*event  // per item: the rolling window's event, else nil
 	leases  []*lease  // per item: the lease taken, nil but for Concurrency
 	// used is, per item once settled, the cost Check counts: the actual
 	// cost when it is below the estimate (an excess is a debt, beyond
@@ -106,22 +117,61 @@ func keyOf(tag, key string) string { return tag + "\x00" + key }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
+// expiry is when a rolling window stops counting an event at slot: the
+// end of its bucket (of width ceil(Period/RollingBuckets), aligned to the
+// epoch) plus the period.
+func expiry(l *quota.Limit, slot int64) int64 {
+	p := l.Period.Microseconds()
+	w := (p + quota.RollingBuckets - 1) / quota.RollingBuckets
+	return slot/w*w + w + p
+}
+
+// counted is what rolling window l counts at t under key k: the events
+// not expired by then.
+func (m *Model) counted(l *quota.Limit, k string, t int64) int64 {
+	var n int64
+	for _, e := range m.log[k] {
+		if expiry(l, e.slot) > t {
+			n += e.cost
+		}
+	}
+	return n
+}
+
 func bounds(cal quota.Calendar, t int64) (int64, int64) {
 	s, e := cal.Bounds(time.UnixMicro(t))
 	return micros(s), micros(e)
 }
 
-// admits reports whether item i admits its cost at t.
-func (m *Model) admits(req *quota.Request, i int, t, now int64) bool {
+// floor is the least tat the latest pause of req, until paused, leaves
+// GCRA item i: the design's "After a pause" says the bucket then holds,
+// at the pause's end, room for this request's cost alone, drained by at
+// most quota.PauseDrain. 0 when there was no pause or the item is a
+// window.
+func floor(req *quota.Request, i int, paused int64) int64 {
+	l := req.Items[i].Limit
+	if paused == 0 || l.Kind != quota.GCRA {
+		return 0
+	}
+	drained := min(l.Tolerance(), quota.PauseDrain.Microseconds())
+	return paused + drained - req.CostOf(i)*l.Interval()
+}
+
+// admits reports whether item i admits its cost at t, with a pause in
+// force until paused.
+func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 	it := req.Items[i]
 	cost := req.CostOf(i)
 	k := keyOf(req.Tag, it.Key)
 	switch it.Limit.Kind {
 	case quota.GCRA:
-		tat := max(m.tat(k), now)
+		tat := max(m.tat(k), now, floor(req, i, paused))
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	case quota.Concurrency: // decided apart, at now: see Reserve
 		return true
+	}
+	if it.Limit.Kind == quota.Rolling {
+		return m.counted(it.Limit, k, t)+cost <= it.Limit.Rate
 	}
 	start, _ := bounds(it.Limit.Calendar, t)
 	return m.count[k][start]+cost <= it.Limit.Rate
@@ -143,8 +193,17 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			continue
 		}
 		if it.Limit.Kind == quota.GCRA {
-			tat := max(m.tat(k), n)
+			tat := max(m.tat(k), n, floor(&req, i, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
+			continue
+		}
+		if it.Limit.Kind == quota.Rolling {
+			for _, e := range m.log[k] {
+				candidates = append(candidates, expiry(it.Limit, e.slot))
+			}
+			// A rolling window looks one period and one bucket ahead.
+			p := it.Limit.Period.Microseconds()
+			horizon = min(horizon, n+p+(p+quota.RollingBuckets-1)/quota.RollingBuckets+1)
 			continue
 		}
 		_, e := bounds(it.Limit.Calendar, n)
@@ -164,7 +223,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		}
 		ok := true
 		for i := range req.Items {
-			if !m.admits(&req, i, c, n) {
+			if !m.admits(&req, i, c, n, paused) {
 				ok = false
 				break
 			}
@@ -195,7 +254,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond
 		}
 		for i := range req.Items {
-			r.Limits[i] = m.status(&req, i, n, n)
+			r.Limits[i] = m.status(&req, i, n, n, floor(&req, i, paused))
 		}
 		return r
 	}
@@ -204,6 +263,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r.charges = make([]*charge, len(req.Items))
 	r.starts = make([]int64, len(req.Items))
 	r.leases = make([]*lease, len(req.Items))
+	r.events = make([]*event, len(req.Items))
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		cost := req.CostOf(i)
@@ -221,8 +281,15 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			if cs.tat() <= n { // idle: no charge can matter any more
 				*cs = (*cs)[:0]
 			}
-			r.charges[i] = &charge{slot: slot, occupy: cost * it.Limit.Interval()}
+			// Drained by a pause: booked as if it went at the floor.
+			at := max(slot, floor(&req, i, paused))
+			r.charges[i] = &charge{slot: at, occupy: cost * it.Limit.Interval()}
 			*cs = append(*cs, r.charges[i])
+			continue
+		}
+		if it.Limit.Kind == quota.Rolling {
+			r.events[i] = &event{slot: slot, cost: cost}
+			m.log[k] = append(m.log[k], r.events[i])
 			continue
 		}
 		s, _ := bounds(it.Limit.Calendar, slot)
@@ -234,13 +301,14 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	}
 	m.admitted = append(m.admitted, r)
 	for i := range req.Items {
-		r.Limits[i] = m.status(&req, i, n, slot)
+		r.Limits[i] = m.status(&req, i, n, slot, 0)
 	}
 	return r
 }
 
-// status is the design's Remaining and ResetAfter of item i at time at.
-func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
+// status is the design's Remaining and ResetAfter of item i at time at,
+// with a GCRA tat of at least least.
+func (m *Model) status(req *quota.Request, i int, now, at, least int64) quota.Status {
 	it := req.Items[i]
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
@@ -248,13 +316,18 @@ func (m *Model) status(req *quota.Request, i int, now, at int64) quota.Status {
 		held, _, latest := m.held(k, now)
 		rem, reset = it.Limit.Rate-held, latest-now
 	} else if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat(k), now)
+		tat := max(m.tat(k), now, least)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
 		if d >= 0 {
 			rem = d / T
 		}
 		reset = tat - now
+	} else if it.Limit.Kind == quota.Rolling {
+		rem = it.Limit.Rate - m.counted(it.Limit, k, at)
+		for _, e := range m.log[k] {
+			reset = max(reset, expiry(it.Limit, e.slot)-now)
+		}
 	} else {
 		s, e := bounds(it.Limit.Calendar, at)
 		rem = it.Limit.Rate - m.count[k][s]
@@ -297,6 +370,11 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 			}
 			continue
 		}
+		if it.Limit.Kind == quota.Rolling {
+			// The slot has not come, so neither has the event's expiry.
+			m.log[k] = slices.DeleteFunc(m.log[k], func(e *event) bool { return e == r.events[i] })
+			continue
+		}
 		if _, e := bounds(it.Limit.Calendar, r.starts[i]); n < e {
 			m.count[k][r.starts[i]] = max(m.count[k][r.starts[i]]-r.req.CostOf(i), 0)
 		}
@@ -308,7 +386,7 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 // charge of the excess at slot now); a GCRA refund only when r's charge is
 // the last of its key (no later one could have been placed on it), the
 // charge then counting the actual cost; a window refund while the window
-// is open.
+// is open. Leases and rolling windows are not settled.
 func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 	n := micros(now)
 	if !r.Allowed || r.settled {
@@ -319,7 +397,7 @@ func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 	for i, it := range r.req.Items {
 		est := r.req.CostOf(i)
 		r.used[i] = est
-		if actual[i] < 0 || actual[i] == est || it.Limit.Kind == quota.Concurrency {
+		if actual[i] < 0 || actual[i] == est || it.Limit.Kind == quota.Concurrency || it.Limit.Kind == quota.Rolling {
 			continue
 		}
 		r.used[i] = min(est, actual[i])
@@ -367,10 +445,12 @@ func (m *Model) Renew(r *ModelReservation, now time.Time) {
 // those cancelled before their slot) and requires, per key, for a GCRA
 // limit that any of them at slots x <= y with costs summing to c in [x, y]
 // have c*T <= y - x + DVT (the GCRA bound: a burst of Burst, then one per
-// T), and for a window that the costs whose slot lies in one window sum to
-// at most its rate, and for a Concurrency limit that no more than its rate
-// of leases hold at any time. It assumes that a key is always named with
-// the same limit, as Differential does.
+// T), for a window that the costs whose slot lies in one window sum to at
+// most its rate, for a rolling window that the costs whose slot lies in
+// any trailing period (x - Period, x] sum to at most its rate (the exact
+// rule, which knows nothing of buckets), and for a Concurrency limit that
+// no more than its rate of leases hold at any time. It assumes that a key
+// is always named with the same limit, as Differential does.
 func (m *Model) Check() error {
 	for k, ls := range m.leases {
 		// +1 when a lease is taken, -1 when it ends; at one time, ends
@@ -438,6 +518,26 @@ func (m *Model) Check() error {
 				if over := T*sum - e.slot - least; over > dvt {
 					return fmt.Errorf("limit %s key %q: admitted %dµs of GCRA charge beyond the bound in a span ending at slot %v",
 						l.Name, k, over-dvt, time.UnixMicro(e.slot))
+				}
+			}
+			continue
+		}
+		if l.Kind == quota.Rolling {
+			// The count of (x - P, x] is highest at an event's slot x.
+			ev := kd.events
+			slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
+			p := l.Period.Microseconds()
+			var sum int64
+			first := 0
+			for _, e := range ev {
+				sum += e.cost
+				for ev[first].slot <= e.slot-p {
+					sum -= ev[first].cost
+					first++
+				}
+				if sum > l.Rate {
+					return fmt.Errorf("limit %s key %q: admitted %d in the %v up to %v, above its rate %d",
+						l.Name, k, sum, l.Period, time.UnixMicro(e.slot), l.Rate)
 				}
 			}
 			continue

@@ -4,10 +4,12 @@
 package quotatest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,6 +48,10 @@ func concurrent(name string, rate int64, ttl time.Duration) *quota.Limit {
 func window(name string, rate int64, unit quota.Unit, reset time.Duration, loc *time.Location) *quota.Limit {
 	return &quota.Limit{Name: name, Kind: quota.Window, Rate: rate,
 		Calendar: quota.Calendar{Unit: unit, Reset: reset, Location: loc}}
+}
+
+func rolling(name string, rate int64, period time.Duration) *quota.Limit {
+	return &quota.Limit{Name: name, Kind: quota.Rolling, Rate: rate, Period: period}
 }
 
 // A step is one operation of a case, after the clock moved by after.
@@ -223,12 +229,13 @@ func cases() []conformanceCase {
 				{cost: 10, ok: true, decider: noD},
 				{cost: 10, maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: 0},
 				{pause: 2300 * time.Millisecond},
-				// the pause, not the limit, sets this slot: 2.3s, tat 2.5s
+				// the pause, not the limit, sets this slot: 2.3s; it drained
+				// the bucket (tat 2.3s + 1s - 0.2s), so the tat is 3.3s
 				{cost: 2, maxWait: 3 * time.Second, ok: true, wait: 2300 * time.Millisecond, decider: paused},
 				// nothing may come back: the reservation of step 4 still goes at
-				// 2.3s and needs the tat at 2.5s
+				// 2.3s and needs the tat at 3.3s
 				{cancel: 2},
-				{after: 2300 * time.Millisecond, cost: 10, maxWait: time.Second, ok: true, wait: 200 * time.Millisecond, decider: 0},
+				{after: 2300 * time.Millisecond, cost: 10, maxWait: time.Second, ok: true, wait: time.Second, decider: 0},
 			}},
 		{name: "cancel after the slot's time gives nothing back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
 			steps: []step{
@@ -260,9 +267,42 @@ func cases() []conformanceCase {
 			steps: []step{
 				{pause: 5 * time.Second},
 				{pause: time.Second},
-				{ok: false, wait: 5 * time.Second, decider: paused, remain: []int64{10}},
-				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused, remain: []int64{9}},
-				{after: 5 * time.Second, ok: true, decider: noD},
+				// drained: nothing left until the pause ends
+				{ok: false, wait: 5 * time.Second, decider: paused, remain: []int64{0}},
+				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused, remain: []int64{0}},
+				// the pause has ended; its drain holds the pace
+				{after: 5 * time.Second, ok: false, wait: 100 * time.Millisecond, decider: 0},
+			}},
+		{name: "after a pause the requests it held go one per interval, not in a burst",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{pause: 2 * time.Second},
+				// the first goes at the pause's end, the bucket has room for it alone
+				{maxWait: 3 * time.Second, ok: true, wait: 2 * time.Second, decider: paused, remain: []int64{0}},
+				{maxWait: 3 * time.Second, ok: true, wait: 2100 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{cost: 3, maxWait: 3 * time.Second, ok: true, wait: 2400 * time.Millisecond, decider: 0, remain: []int64{0}},
+				// the pause is gone; the requests after its end keep the pace
+				{after: 2400 * time.Millisecond, ok: false, wait: 100 * time.Millisecond, decider: 0},
+				{after: 100 * time.Millisecond, ok: true, decider: noD, remain: []int64{0}},
+				// long after, the bucket is full again
+				{after: 10 * time.Second, ok: true, decider: noD, remain: []int64{9}},
+			}},
+		{name: "a pause drains a stack's every GCRA limit, with its own cost, and no window",
+			limits: []*quota.Limit{gcra("requests", 10, time.Second, 0), gcra("tokens", 100, time.Second, 0), window("hourly", 100, hour, 0, time.UTC)},
+			costs:  []int64{1, 40, 0},
+			steps: []step{
+				{pause: time.Second},
+				{cost: 2, maxWait: 2 * time.Second, ok: true, wait: time.Second, decider: paused, remain: []int64{0, 0, 98}},
+				// tokens: tat 2s, so 40 more at 1.4s; requests: tat 2s, one at 1.1s
+				{cost: 2, maxWait: 2 * time.Second, ok: true, wait: 1400 * time.Millisecond, decider: 1, remain: []int64{3, 0, 96}},
+			}},
+		{name: "a pause drains at most PauseDrain of a bucket, after its end too",
+			limits: []*quota.Limit{gcra("hourly", 3600, time.Hour, 0)},
+			steps: []step{
+				{pause: time.Second},
+				// at the pause's end: a minute drained, one request charged
+				{after: time.Second, ok: true, decider: noD, remain: []int64{3540}},
+				{after: 30 * time.Second, ok: true, decider: noD, remain: []int64{3569}},
 			}},
 		{name: "a limit behind a pause decides when it is later", limits: []*quota.Limit{gcra("one", 1, 10*time.Second, 1)},
 			steps: []step{
@@ -289,6 +329,41 @@ func cases() []conformanceCase {
 				{maxWait: 5 * time.Second, ok: true, wait: 5 * time.Second, decider: paused},
 				{after: 5 * time.Second, ok: true, decider: noD},
 			}},
+		{name: "rolling window: the rate in any trailing period, given back bucket by bucket",
+			// buckets of 100ms; each is counted until its end plus 10s
+			limits: []*quota.Limit{rolling("roll", 3, 10*time.Second)},
+			steps: []step{
+				{ok: true, decider: noD, remain: []int64{2}},
+				{after: 2 * time.Second, ok: true, decider: noD, remain: []int64{1}},
+				{after: 2 * time.Second, ok: true, decider: noD, remain: []int64{0}},
+				{ok: false, wait: 6100 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{after: 6100*time.Millisecond - time.Microsecond, ok: false, wait: time.Microsecond, decider: 0},
+				{after: time.Microsecond, ok: true, decider: noD, remain: []int64{0}},
+				// a wait charges the bucket of its slot, ahead of now
+				{maxWait: 3 * time.Second, ok: true, wait: 2 * time.Second, decider: 0, remain: []int64{0}},
+				{maxWait: 3 * time.Second, ok: false, wait: 4 * time.Second, decider: 0, remain: []int64{0}},
+				// 22.2s is when every bucket has expired, past 10.1s ahead:
+				// denied however long the caller waits
+				{cost: 3, maxWait: time.Minute, ok: false, wait: 12100 * time.Millisecond, decider: 0},
+			}},
+		{name: "rolling window: a cost counts in full, and cancel gives it back to its bucket",
+			limits: []*quota.Limit{rolling("roll", 10, time.Minute)},
+			steps: []step{
+				{cost: 6, ok: true, decider: noD, remain: []int64{4}},
+				{after: 30 * time.Second, cost: 4, ok: true, decider: noD, remain: []int64{0}},
+				{cost: 5, maxWait: time.Minute, ok: true, wait: 30600 * time.Millisecond, decider: 0, remain: []int64{1}},
+				{cancel: 3},
+				{cost: 6, maxWait: time.Minute, ok: true, wait: 30600 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{maxWait: time.Minute, ok: false, wait: time.Minute + 600*time.Millisecond, decider: 0},
+			}},
+		{name: "rolling window: nothing beyond one period and one bucket",
+			limits: []*quota.Limit{gcra("one", 1, 30*time.Second, 1), rolling("roll", 1, 10*time.Second)},
+			steps: []step{
+				{ok: true, decider: noD},
+				// the GCRA limit sets 30s, past what the rolling window sees
+				{maxWait: time.Minute, ok: false, wait: 30 * time.Second, decider: 0},
+				{after: 20 * time.Second, maxWait: time.Minute, ok: true, wait: 10 * time.Second, decider: 0, remain: []int64{0, 0}},
+			}},
 		{name: "nothing beyond three windows", limits: []*quota.Limit{window("hourly", 1, hour, 0, time.UTC)},
 			steps: []step{
 				{ok: true, decider: noD},
@@ -314,6 +389,10 @@ func Run(t *testing.T, newStore NewStore) {
 		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)
 		testCancelledTogether(t, newStore, 300, time.Minute, 2*time.Second)
 	})
+	t.Run("Sync", func(t *testing.T) { testSync(t, newStore) })
+	t.Run("Sync rolling", func(t *testing.T) { testSyncRolling(t, newStore) })
+	t.Run("Rolling exact", func(t *testing.T) { testRollingExact(t, newStore) })
+	t.Run("Rolling utilisation", func(t *testing.T) { testRollingUtilisation(t, newStore) })
 	t.Run("Differential", func(t *testing.T) {
 		for seed := int64(1); seed <= 4; seed++ {
 			Differential(t, seed, 300, newStore)
@@ -482,5 +561,105 @@ func testCancelledTogether(t *testing.T, newStore NewStore, n int, maxWait, span
 	}
 	if res := reserve(); !res.Allowed || res.Wait != 100*time.Millisecond {
 		t.Fatalf("%d waiters: the request after it got %+v, want a wait of 100ms", n, res)
+	}
+}
+
+// testRollingExact: random arrivals of random costs on a stepped clock,
+// some waiting (into buckets ahead of now), some behind a GCRA limit that
+// sets their slot, some cancelled before their slot, against one rolling
+// window. The log of what went, checked by the exact rule, never holds
+// more than the rate in any trailing period.
+func testRollingExact(t *testing.T, newStore NewStore) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	roll := rolling("exact", 50, time.Minute)
+	peak := gcra("peak", 2, time.Second, 5)
+	rng := rand.New(rand.NewPCG(11, 3))
+	type sent struct {
+		slot, cost int64
+		res        *quota.Reservation
+		cancelled  bool
+	}
+	var log []*sent
+	waits := []time.Duration{0, 0, 5 * time.Second, 70 * time.Second}
+	for n := 0; n < 1500; n++ {
+		clock.Advance(time.Duration(rng.Int64N(int64(4 * time.Second))))
+		if rng.IntN(10) == 0 && len(log) > 0 {
+			s := log[rng.IntN(len(log))]
+			if !s.cancelled && clock.Now().UnixMicro() < s.slot {
+				s.cancelled = true
+				if err := s.res.Cancel(ctx); err != nil {
+					t.Fatalf("step %d: Cancel: %v", n, err)
+				}
+			}
+			continue
+		}
+		req := quota.Request{Tag: "exact", Items: []quota.Item{{Limit: roll, Key: "exact"}},
+			Cost: 1 + rng.Int64N(3), MaxWait: waits[rng.IntN(len(waits))]}
+		if rng.IntN(3) == 0 {
+			req.Items = append(req.Items, quota.Item{Limit: peak, Key: "peak", Cost: 1})
+		}
+		res, err := st.Reserve(ctx, &req)
+		if err != nil {
+			t.Fatalf("step %d: Reserve: %v", n, err)
+		}
+		if res.Allowed {
+			log = append(log, &sent{slot: clock.Now().Add(res.Wait).UnixMicro(), cost: req.Cost, res: res})
+		}
+	}
+	var went []*sent
+	for _, s := range log {
+		if !s.cancelled {
+			went = append(went, s)
+		}
+	}
+	if len(went) < 500 {
+		t.Fatalf("only %d of 1500 arrivals went: the test exercises too little", len(went))
+	}
+	slices.SortFunc(went, func(a, b *sent) int { return cmp.Compare(a.slot, b.slot) })
+	p := roll.Period.Microseconds()
+	var sum int64
+	first := 0
+	for _, s := range went {
+		sum += s.cost
+		for went[first].slot <= s.slot-p {
+			sum -= went[first].cost
+			first++
+		}
+		if sum > roll.Rate {
+			t.Fatalf("%d went in the minute up to %v, above the rate %d", sum, time.UnixMicro(s.slot).Sub(start), roll.Rate)
+		}
+	}
+}
+
+// testRollingUtilisation: a steady demand above a rolling window (one
+// request every 250ms, failing fast: 240 a minute for 200) is admitted at
+// no less than Rate*(1 - 1/RollingBuckets) per period, over twenty
+// periods. (A bursty demand loses less: a burst's bucket is held at most
+// one width of time past its period.)
+func testRollingUtilisation(t *testing.T, newStore NewStore) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	roll := rolling("steady", 200, time.Minute)
+	const periods = 20
+	var admitted int64
+	for at := time.Duration(0); at < periods*roll.Period; at += 250 * time.Millisecond {
+		clock.Set(start.Add(at))
+		req := quota.Request{Tag: "steady", Items: []quota.Item{{Limit: roll, Key: "steady"}}}
+		res, err := st.Reserve(ctx, &req)
+		if err != nil {
+			t.Fatalf("at %v: Reserve: %v", at, err)
+		}
+		if res.Allowed {
+			admitted++
+		}
+	}
+	if least := periods * roll.Rate * (quota.RollingBuckets - 1) / quota.RollingBuckets; admitted < least {
+		t.Fatalf("admitted %d in %d periods of %d, want at least %d", admitted, periods, roll.Rate, least)
+	}
+	if admitted > periods*roll.Rate {
+		t.Fatalf("admitted %d in %d periods of %d: more than the rate", admitted, periods, roll.Rate)
 	}
 }

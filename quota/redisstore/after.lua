@@ -1,35 +1,62 @@
 --[[
-after.lua does, in one step, what happens to an admitted reservation after
-its decision, item by item, each item with its own operation. Numbers,
-clock and TTLs are as in reserve.lua.
+after.lua acts on an admitted reservation after its request went: one call
+per response, whatever operations apply, with an op code per item (an item
+may appear once per op, its key repeated in KEYS). Numbers, clock and TTLs
+are as in reserve.lua.
 
-Operations:
+Op "sync" (package quota's doc, "Sync"): the vendor reported R, how many
+more events of cost 1 it admits, in the limit's units. The limit is
+drained so that it admits at most R more at once on top of the
+reservations made after this one, and is never loosened:
 
-  release  give a lease back (a concurrency limit's key, a sorted set of
-           lease id -> expiry: see reserve.lua, "Leases"): ZREM. Releasing
-           a lease that expired or was released already does nothing.
-  renew    extend a lease still held to its TTL from now, never shortening
-           it, and the key's expiry with it. A lease that has expired is not
-           taken again: its place may be another request's by now.
-  settle   book a reservation's actual cost in one limit, as package
-           quota's doc, "Settle", says: delta = actual - charged. GCRA:
-           an excess (delta > 0) moves the tat by delta*T from
-           max(tat, now), a debt the next requests wait for; a refund
-           (delta < 0) comes back only while the stored tat is still the
-           mark this reservation set (no later reservation was placed on
-           it, whatever set their slots; see cancel.lua), to mark +
-           delta*T, the key deleted when that is idle. Window: the count
-           of the window charged moves by delta while that window is open,
-           never below zero and, for an excess, past the rate if need be.
+  GCRA    after = max(0, cur - mark), where cur is the stored tat and
+          mark the tat this reservation set: what the reservations
+          charged after it occupy (tats only grow through reservations).
+          tat = now + DVT - R*T + after is stored when it is later than
+          both cur and now. The holes key is left alone: a tat raised
+          above every live mark makes a later Cancel of an earlier
+          reservation a hole, and one of a later reservation goes back at
+          most to this tat.
+  window  the window charged, while it has not ended: after = max(0,
+          count - count at mark), where count at mark is the window's
+          count right after this reservation's charge; the count becomes
+          Rate - R + after when that is more. The key's TTL is only ever
+          lengthened, to at least that window's end.
 
-KEYS  the items' keys, one per item below
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per item
+A key that is gone (expired, flushed) reads as 0: the sync then rebuilds
+the state from the vendor's figure.
+
+Op "release": give a lease back (a concurrency limit's key, a sorted set
+of lease id -> expiry: see reserve.lua, "Leases"): ZREM. Releasing a lease
+that expired or was released already does nothing.
+
+Op "renew": extend a lease still held to its TTL from now, never
+shortening it, and the key's expiry with it. A lease that has expired is
+not taken again: its place may be another request's by now.
+
+Op "settle": book a reservation's actual cost in one limit, as package
+quota's doc, "Settle", says: delta = actual - charged. GCRA: an excess
+(delta > 0) moves the tat by delta*T from max(tat, now), a debt the next
+requests wait for; a refund (delta < 0) comes back only while the stored
+tat is still the mark this reservation set (no later reservation was
+placed on it, whatever set their slots; see cancel.lua), to mark +
+delta*T, the key deleted when that is idle. Window: the count of the
+window charged moves by delta while that window is open, never below zero
+and, for an excess, past the rate if need be.
+
+KEYS  1..n   the item keys, in the order of ARGV's entries
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
+      op and its arguments:
+        "sync", "g", T (µs), DVT (µs), R, mark (µs)
+        "sync", "w", rate, R, window start (µs, as reserve.lua wrote it),
+                     window end (µs), count at mark
+          where 0 <= R <= the limit's capacity
         "release", lease id
         "renew", lease id, TTL (µs)
         "settle", "g", mark (the tat set), delta, T (µs)
         "settle", "w", the window start charged, its end (µs), delta
-Reply the number of leases renewed or released that were still held, plus
-the number of items settled.
+Reply the number of entries that changed something: keys synced, leases
+renewed or released that were still held, items settled.
 ]]
 
 local now
@@ -46,26 +73,55 @@ local function ttl(d)
   return math.ceil(d / 1000) + slack
 end
 
-local held = 0
+local changed = 0
 local a = 4
 for i = 1, n do
-  local op = ARGV[a]
-  if op == 'release' then
+  local op, kind = ARGV[a], ARGV[a + 1]
+  if op == 'sync' and kind == 'g' then
+    local T, dvt = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local r, mark = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+    local cur = tonumber(redis.call('GET', KEYS[i])) or 0
+    local after = math.max(cur - mark, 0)
+    local tat = now + dvt - r * T + after
+    if tat > cur and tat > now then
+      redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
+      changed = changed + 1
+    end
+    a = a + 6
+  elseif op == 'sync' and kind == 'w' then
+    local rate, r = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local field, wend = ARGV[a + 4], tonumber(ARGV[a + 5])
+    local atmark = tonumber(ARGV[a + 6])
+    if now < wend then
+      local cur = tonumber(redis.call('HGET', KEYS[i], field)) or 0
+      local after = math.max(cur - atmark, 0)
+      local count = rate - r + after
+      if count > cur then
+        redis.call('HSET', KEYS[i], field, count)
+        local px = ttl(wend - now)
+        local left = redis.call('PTTL', KEYS[i])
+        if left > px then px = left end
+        redis.call('PEXPIRE', KEYS[i], px)
+        changed = changed + 1
+      end
+    end
+    a = a + 7
+  elseif op == 'release' then
     local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
-    if x and x > now then held = held + 1 end
+    if x and x > now then changed = changed + 1 end
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
     a = a + 2
   elseif op == 'renew' then
     local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
     if x and x > now then
-      held = held + 1
+      changed = changed + 1
       local until_ = math.max(x, now + tonumber(ARGV[a + 2]))
       redis.call('ZADD', KEYS[i], 'XX', until_, ARGV[a + 1])
       local px = ttl(until_ - now)
       if redis.call('PTTL', KEYS[i]) < px then redis.call('PEXPIRE', KEYS[i], px) end
     end
     a = a + 3
-  elseif op == 'settle' and ARGV[a + 1] == 'g' then
+  elseif op == 'settle' and kind == 'g' then
     local mark, delta, T = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     local cur = tonumber(redis.call('GET', KEYS[i])) or 0
     local tat = nil
@@ -75,7 +131,7 @@ for i = 1, n do
       tat = mark + delta * T
     end
     if tat ~= nil then
-      held = held + 1
+      changed = changed + 1
       if tat > now then
         redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
       else
@@ -83,13 +139,13 @@ for i = 1, n do
       end
     end
     a = a + 5
-  elseif op == 'settle' then
+  elseif op == 'settle' and kind == 'w' then
     local delta = tonumber(ARGV[a + 4])
     if now < tonumber(ARGV[a + 3]) then
       local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 2])) or 0
       local set = math.max(count + delta, 0)
       if set ~= count then
-        held = held + 1
+        changed = changed + 1
         redis.call('HSET', KEYS[i], ARGV[a + 2], set)
         local px = ttl(tonumber(ARGV[a + 3]) - now)
         if redis.call('PTTL', KEYS[i]) < px then redis.call('PEXPIRE', KEYS[i], px) end
@@ -97,7 +153,7 @@ for i = 1, n do
     end
     a = a + 5
   else
-    return redis.error_reply('ERR throttle: after.lua: unknown operation ' .. tostring(op))
+    return redis.error_reply('ERR throttle: after.lua: unknown op ' .. tostring(op) .. ' ' .. tostring(kind))
   end
 end
-return held
+return changed

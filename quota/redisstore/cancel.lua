@@ -6,7 +6,13 @@ A lease (a concurrency limit's) is given back whenever the cancel comes.
 Of the rest, if the slot time has come, nothing is given back. Otherwise
 each window
 gives the cost back to the window it was charged to, while that window has
-not ended, never taking a count below zero; and each GCRA limit compares
+not ended, never taking a count below zero; each rolling window gives it
+back to the bucket it was charged to (which holds the slot, so it is still
+counted), when the key was counted with the same bucket width, never
+taking a count below zero: a bucket that reaches zero is deleted, the key's
+new moves back to the newest bucket left, and a key whose sum reaches zero
+is deleted (see reserve.lua, "Rolling windows"); and each GCRA limit
+compares
 its stored tat (cur) with the tat this reservation set (mark):
 
   cur == mark  the reservation is the last one charged to the key: every
@@ -51,7 +57,9 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
                                   reserve.lua replied them, or
         "w", cost, the window start charged (µs, as reserve.lua wrote it),
              that window's end (µs), or
-        "c", the lease id                a concurrency limit
+        "r", cost, the bucket start charged (µs, as reserve.lua replied
+             it), the bucket width (µs)
+        "c", the lease id                a concurrency limit's lease
       where cost is what the reservation counted for in that limit
 Reply 1 when the slot time had not come, else 0.
 ]]
@@ -107,6 +115,31 @@ for i = 1, n do
       redis.call('PEXPIRE', holes, px)
     end
     a = a + 3
+  elseif ARGV[a] == 'r' then
+    local key, b, W = KEYS[i], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local v = redis.call('HMGET', key, 'sum', 'old', 'new', 'width')
+    local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+    local f = string.format('%d', b)
+    local count = tonumber(redis.call('HGET', key, f))
+    if sum and old and new and tonumber(v[4]) == W and count and count > 0 then
+      local back = math.min(tonumber(ARGV[a + 1]), count)
+      if sum - back <= 0 then
+        redis.call('DEL', key)
+      elseif back < count then
+        redis.call('HINCRBY', key, f, -back)
+        redis.call('HSET', key, 'sum', sum - back)
+      else
+        redis.call('HDEL', key, f)
+        if b == new then
+          new = b - W
+          while new > old and not redis.call('HGET', key, string.format('%d', new)) do
+            new = new - W
+          end
+        end
+        redis.call('HSET', key, 'sum', sum - back, 'new', new)
+      end
+    end
+    a = a + 4
   else
     if now < tonumber(ARGV[a + 3]) then
       local cost = tonumber(ARGV[a + 1])

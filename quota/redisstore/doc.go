@@ -32,14 +32,20 @@
 // or grows without bound. Pause keys live in their own "!pause:" namespace, which no
 // item key can enter (SafeKey never starts a key with "!"). A GCRA key holds the limit's stored theoretical
 // arrival time (µs), a window key is a hash from window start (µs) to count,
-// a concurrency key is a sorted set of leases (lease id, scored by its
+// a rolling window's key a hash from bucket start (µs) to count with its
+// sum, oldest and newest bucket and bucket width (see reserve.lua), a
+// concurrency key is a sorted set of leases (lease id, scored by its
 // expiry in µs; see reserve.lua, "Leases"), and a pause key holds
-// paused-until (µs). Releases and renewals of leases run after.lua, one
-// round trip each. A "!cancelled:" key is written
+// paused-until (µs). Syncs, settles, and releases and renewals of leases
+// run after.lua, one round trip each. A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
 // while a later one still held it, which come back once that one is
-// cancelled too (see cancel.lua). Every key expires when its state is back
-// to idle. A key keeps one kind: the same key used by a GCRA limit
+// cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
+// "sync" per item, one call for every limit a response drains), which
+// writes only the item keys, and rebuilds a key Redis lost from the
+// vendor's figure. Every key expires when its state is back to idle; a
+// pause key quota.PauseDrain after the pause, while it still drains the
+// buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.

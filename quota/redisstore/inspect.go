@@ -61,7 +61,9 @@ var inspectScript = redis.NewScript(inspectLua)
 // A Snapshot is the state of a request's limits and pauses at one moment
 // on the store's clock, read without changing anything. It is computed
 // with the formulas of package quota's doc, "The decision", as a request
-// of cost 1 that is not charged would see it.
+// of cost 1 that is not charged would see it, except for a pause's drain
+// ("After a pause"): during a pause and up to quota.PauseDrain after it,
+// a GCRA limit may admit less at once than its Remaining says.
 type Snapshot struct {
 	// Now is the store's time (the Redis server's TIME) when the state
 	// was read.
@@ -83,11 +85,14 @@ type ItemState struct {
 	// or the current window ended).
 	quota.Status
 	// Used is the part of the capacity in use at Now: the count of the
-	// current window, for a GCRA limit Capacity - Remaining, for a
+	// current window, for a rolling window the count of its buckets not
+	// expired up to Now, for a GCRA limit Capacity - Remaining, or for a
 	// Concurrency limit the leases held.
 	Used int64
 	// Ahead is, for a window, the count already charged to later windows
-	// by reservations that wait into them; zero for GCRA.
+	// by reservations that wait into them; for a rolling window, to
+	// buckets after Now (which count already: Remaining is Rate - Used -
+	// Ahead); zero for GCRA.
 	Ahead int64
 	// Exists reports whether the key holds state; a key that does not is
 	// idle (or expired), with its full capacity remaining.
@@ -294,6 +299,9 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 	if l.Kind == quota.Concurrency {
 		return leaseState(l, st, typ, raw, now)
 	}
+	if l.Kind == quota.Rolling {
+		return rollingState(l, st, typ, raw, now)
+	}
 	start, end := l.Calendar.Bounds(time.UnixMicro(now))
 	s0, e0 := start.UnixMicro(), end.UnixMicro()
 	var count, ahead int64
@@ -350,6 +358,58 @@ func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (I
 	st.Used = held
 	st.Remaining = max(l.Rate-held, 0)
 	st.ResetAfter = time.Duration(max(latest-now, 0)) * time.Microsecond
+	return st, nil
+}
+
+// rollingState computes a rolling window's state at now from its hash
+// (quota/redisstore/reserve.lua, "Rolling windows"): a hash counted with
+// another bucket width, or whose newest bucket has expired, counts nothing.
+func rollingState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (ItemState, error) {
+	st.Remaining = l.Rate
+	switch typ {
+	case "none":
+		return st, nil
+	case "hash":
+	default:
+		return st, fmt.Errorf("type %q, want a hash", typ)
+	}
+	fields, _ := raw.([]any)
+	own := map[string]int64{}
+	var buckets [][2]int64
+	for f := 0; f+1 < len(fields); f += 2 {
+		name, _ := fields[f].(string)
+		val, _ := fields[f+1].(string)
+		x, err := strconv.ParseInt(val, 10, 64)
+		if err != nil {
+			return st, fmt.Errorf("field %q = %q is not an integer", name, val)
+		}
+		switch name {
+		case "sum", "old", "new", "width":
+			own[name] = x
+			continue
+		}
+		b, err := strconv.ParseInt(name, 10, 64)
+		if err != nil {
+			return st, fmt.Errorf("field %q is not a bucket start", name)
+		}
+		buckets = append(buckets, [2]int64{b, x})
+	}
+	W, P := l.BucketWidth(), l.Period.Microseconds()
+	newest, ok := own["new"]
+	if own["width"] != W || !ok || newest+W+P <= now {
+		return st, nil
+	}
+	for _, b := range buckets {
+		switch {
+		case b[0]+W+P <= now:
+		case b[0] > now:
+			st.Ahead += b[1]
+		default:
+			st.Used += b[1]
+		}
+	}
+	st.Remaining = max(l.Rate-st.Used-st.Ahead, 0)
+	st.ResetAfter = time.Duration(newest+W+P-now) * time.Microsecond
 	return st, nil
 }
 

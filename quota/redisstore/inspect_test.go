@@ -57,9 +57,11 @@ func TestInspectMatchesReserve(t *testing.T) {
 	st := inspectStore(t, srv.Client(t), clock)
 	peak := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 5}
 	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 7, Calendar: quota.Calendar{Unit: quota.Day}}
+	roll := &quota.Limit{Name: "roll", Kind: quota.Rolling, Rate: 9, Period: 100 * time.Millisecond}
 	req := quota.Request{Tag: "acme", Items: []quota.Item{
 		{Limit: peak, Key: quota.KeyOf("peak", "")},
 		{Limit: daily, Key: quota.KeyOf("daily", "")},
+		{Limit: roll, Key: quota.KeyOf("roll", "")},
 	}, Pauses: []string{"pause"}}
 
 	snap := mustInspect(t, st, req)
@@ -105,6 +107,9 @@ func TestInspectMatchesReserve(t *testing.T) {
 	if got := snap.Items[1]; got.Used+got.Remaining != daily.Rate || got.Used == 0 {
 		t.Errorf("daily after the steps: %+v, want used + remaining = %d", got, daily.Rate)
 	}
+	if got := snap.Items[2]; got.Used+got.Remaining != roll.Rate || got.Used == 0 || got.Ahead != 0 {
+		t.Errorf("roll after the steps: %+v, want used + remaining = %d", got, roll.Rate)
+	}
 	_, end := daily.Calendar.Bounds(clock.Now())
 	if got, want := snap.Items[1].ResetAfter, end.Sub(clock.Now()); got != want {
 		t.Errorf("daily reset after %v, want %v (the end of the window)", got, want)
@@ -132,6 +137,32 @@ func TestInspectAhead(t *testing.T) {
 	got = mustInspect(t, st, req).Items[0]
 	if got.Used != 1 || got.Ahead != 0 || got.Remaining != 1 {
 		t.Errorf("next day: %+v, want used 1, ahead 0, remaining 1", got)
+	}
+}
+
+// TestInspectRollingAhead checks that a rolling reservation that waits
+// into a later bucket is reported as Ahead.
+func TestInspectRollingAhead(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	st := inspectStore(t, srv.Client(t), clock)
+	roll := &quota.Limit{Name: "roll", Kind: quota.Rolling, Rate: 2, Period: time.Minute}
+	req := quota.Request{Tag: "r", Items: []quota.Item{{Limit: roll, Key: "roll"}}}
+	for i := 0; i < 3; i++ {
+		if res := mustReserve(t, st, req, 1, 2*time.Minute); !res.Allowed {
+			t.Fatalf("reservation %d denied", i)
+		}
+	}
+	// The third waits for the first bucket to expire, at 60.6s.
+	got := mustInspect(t, st, req).Items[0]
+	want := ItemState{Status: quota.Status{Remaining: 0, ResetAfter: 2*time.Minute + 1200*time.Millisecond}, Used: 2, Ahead: 1, Exists: true, Key: got.Key}
+	if got != want {
+		t.Errorf("state %+v, want %+v", got, want)
+	}
+	clock.Advance(time.Minute + time.Second)
+	got = mustInspect(t, st, req).Items[0]
+	if got.Used != 1 || got.Ahead != 0 || got.Remaining != 1 {
+		t.Errorf("a minute on: %+v, want used 1, ahead 0, remaining 1", got)
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 type KeyKind uint8
 
 const (
-	// KindItem is a limit's state: a GCRA limit's stored arrival time or
-	// a window's counts.
+	// KindItem is a limit's state: a GCRA limit's stored arrival time,
+	// a window's counts or a rolling window's bucket counts.
 	KindItem KeyKind = iota
 	// KindPause is a pause: the time until which requests that name it
 	// are held back.

@@ -203,6 +203,8 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			if lease == "" {
 				lease = s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
 			}
+		case quota.Rolling:
+			argc += 5
 		default:
 			argc += 8
 			windows++
@@ -217,8 +219,12 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	args = append(args, nowArg, s.slack, req.MaxWaitMicros(), n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if l.Kind == quota.GCRA {
+		switch l.Kind {
+		case quota.GCRA:
 			args = append(args, "g", req.CostOf(i), l.Interval(), l.Tolerance())
+			continue
+		case quota.Rolling:
+			args = append(args, "r", req.CostOf(i), l.Rate, l.Period.Microseconds(), l.BucketWidth())
 			continue
 		}
 		if l.Kind == quota.Concurrency {
@@ -249,48 +255,47 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
 	res.Wait = wait
-	var ops quota.ReservationOps
-	if lease != "" {
-		l := &leases{s: s, id: lease}
-		for i := range req.Items {
-			if lim := req.Items[i].Limit; lim.Kind == quota.Concurrency {
-				l.keys = append(l.keys, keys[i])
-				l.ttls = append(l.ttls, lim.Period.Microseconds())
-			}
-		}
-		ops.Release, ops.Renew = l.release, l.renew
+	if n == 0 { // nothing to give back or sync
+		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
-	if n == 0 { // nothing to give back nor settle
-		return quota.NewReservation(res, ops), nil
-	}
-	c := &cancellation{s: s, keys: keys[:n:n], t: d.t, items: make([]cancelItem, n)}
+	b := &booking{s: s, keys: keys[:n:n], t: d.t, lease: lease, items: make([]bookedItem, n)}
 	w := 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		ci := &c.items[i]
-		ci.kind, ci.mark, ci.cost = l.Kind, d.marks[i], req.CostOf(i)
+		bi := &b.items[i]
+		bi.kind, bi.mark, bi.cost = l.Kind, d.marks[i], req.CostOf(i)
 		switch l.Kind {
 		case quota.GCRA:
-			ci.prev, ci.interval = d.prevs[i], l.Interval()
+			bi.prev = d.prevs[i]
+			bi.T, bi.dvt = l.Interval(), l.Tolerance()
+			continue
+		case quota.Rolling:
+			bi.end = l.BucketWidth()
 			continue
 		case quota.Concurrency:
-			ci.lease = lease
+			bi.T = l.Period.Microseconds()
 			continue
 		}
-		b := &bounds[w].starts
+		st := &bounds[w].starts
 		w++
 		k := 0
-		for k < 4 && b[k] != ci.mark {
+		for k < 4 && st[k] != bi.mark {
 			k++
 		}
 		if k == 4 {
-			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, ci.mark))
+			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, bi.mark))
 		}
-		ci.end = b[k+1]
+		bi.end, bi.rate = st[k+1], l.Rate
+		// The reply's remaining is the charged window's, right after
+		// the charge.
+		bi.atMark = l.Rate - d.limits[i].Remaining
 	}
-	ops.Settle = c.settle
+	ops := quota.ReservationOps{Sync: b.sync, Settle: b.settle}
+	if lease != "" {
+		ops.Release, ops.Renew = b.release, b.renew
+	}
 	if wait > 0 {
-		ops.Cancel = c.cancel
+		ops.Cancel = b.cancel
 	}
 	return quota.NewReservation(res, ops), nil
 }
@@ -323,138 +328,167 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	return nil
 }
 
-// cancellation is what Cancel and Settle of an admitted reservation need.
-type cancellation struct {
+// booking is what acts on an admitted reservation afterwards (Cancel,
+// Sync, Release, Renew, Settle).
+type booking struct {
 	s     *Store
 	keys  []string // the item keys
 	t     int64    // the slot time, µs on the store's clock
-	items []cancelItem
+	lease string   // the lease id, when the stack has Concurrency limits
+	items []bookedItem
 }
 
-type cancelItem struct {
-	kind     quota.Kind
-	lease    string // concurrency: the lease id
-	cost     int64  // what the reservation counted for in this limit
-	interval int64  // GCRA: the emission interval
-	mark     int64  // GCRA: the tat set; window: the window start charged
-	prev     int64  // GCRA: the stored tat the reservation replaced
-	end      int64  // window: the end of the window charged
+type bookedItem struct {
+	kind   quota.Kind
+	cost   int64 // what the reservation counted for in this limit
+	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged
+	prev   int64 // GCRA: the stored tat the reservation replaced
+	T, dvt int64 // GCRA: the interval and tolerance (µs); concurrency: T is the lease TTL (µs)
+	end    int64 // window: the end of the window charged; rolling: the bucket width
+	rate   int64 // window: the quota
+	atMark int64 // window: its count right after the charge
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
 // (a waiter typically cancels because its context ended), bounded by the
 // store's timeout; ctx's values are kept.
-func (c *cancellation) cancel(ctx context.Context) error {
+func (b *booking) cancel(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	var nowArg any = ""
-	if c.s.clock != nil {
-		nowArg = c.s.clock.Now().UnixMicro()
-	}
-	n := len(c.items)
-	keys := append(make([]string, 0, 2*n), c.keys...)
+	n := len(b.items)
+	keys := append(make([]string, 0, 2*n), b.keys...)
 	args := make([]any, 0, 4+4*n)
-	args = append(args, nowArg, c.s.slack, c.t, n)
-	for i := range c.items {
-		it := &c.items[i]
+	args = append(args, b.s.nowArg(), b.s.slack, b.t, n)
+	for i := range b.items {
+		it := &b.items[i]
 		switch it.kind {
 		case quota.GCRA:
-			keys = append(keys, c.s.cancelledKey(c.keys[i]))
+			keys = append(keys, b.s.cancelledKey(b.keys[i]))
 			args = append(args, "g", it.mark, it.prev)
+		case quota.Rolling:
+			args = append(args, "r", it.cost, it.mark, it.end)
 		case quota.Concurrency:
-			args = append(args, "c", it.lease)
+			args = append(args, "c", b.lease)
 		default:
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
 	}
-	v, err := c.s.run(ctx, cancelScript, keys, args)
+	v, err := b.s.run(ctx, cancelScript, keys, args)
 	if err != nil {
-		return c.s.fail(ctx, "cancel", err)
+		return b.s.fail(ctx, "cancel", err)
 	}
 	if _, ok := v.(int64); !ok {
-		return c.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
+		return b.s.fail(ctx, "cancel", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }
 
-// settle books the actual costs: after.lua op "settle", one round trip.
-func (c *cancellation) settle(ctx context.Context, actual []int64) error {
-	ctx = context.WithoutCancel(ctx)
-	var nowArg any = ""
-	if c.s.clock != nil {
-		nowArg = c.s.clock.Now().UnixMicro()
+// sync runs after.lua with op "sync" for each observation: one round
+// trip.
+func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	keys := make([]string, 0, len(obs))
+	args := make([]any, 0, 3+7*len(obs))
+	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
+	for _, o := range obs {
+		it := &b.items[o.Item]
+		r := max(o.Remaining, 0)
+		switch it.kind {
+		case quota.GCRA:
+			args = append(args, "sync", "g", it.T, it.dvt, min(r, it.dvt/it.T), it.mark)
+		case quota.Window:
+			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
+		default:
+			continue // rolling windows and leases are not synced (quota.Reservation.Sync)
+		}
+		keys = append(keys, b.keys[o.Item])
+	}
+	return b.after(ctx, "sync", keys, args)
+}
+
+// settle books the actual costs: after.lua op "settle", one round trip.
+// Like cancel, it runs even when ctx has ended.
+func (b *booking) settle(ctx context.Context, actual []int64) error {
+	ctx = context.WithoutCancel(ctx)
 	var keys []string
-	args := make([]any, 0, 3+6*len(c.items))
-	args = append(args, nowArg, c.s.slack, 0)
-	for i := range c.items {
-		it := &c.items[i]
-		if actual[i] < 0 || actual[i] == it.cost || it.kind == quota.Concurrency {
+	args := make([]any, 0, 3+5*len(b.items))
+	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
+	for i := range b.items {
+		it := &b.items[i]
+		if actual[i] < 0 || actual[i] == it.cost {
 			continue
 		}
-		keys = append(keys, c.keys[i])
 		delta := actual[i] - it.cost
-		if it.kind == quota.GCRA {
-			delta = min(delta, quota.MaxExact/it.interval) // keeps stored times exact
-			args = append(args, "settle", "g", it.mark, delta, it.interval)
-		} else {
+		switch it.kind {
+		case quota.GCRA:
+			delta = min(delta, quota.MaxExact/it.T) // keeps stored times exact
+			args = append(args, "settle", "g", it.mark, delta, it.T)
+		case quota.Window:
 			args = append(args, "settle", "w", it.mark, it.end, delta)
+		default:
+			continue // rolling windows and leases are not settled (quota.Reservation.Settle)
 		}
+		keys = append(keys, b.keys[i])
 	}
+	return b.after(ctx, "settle", keys, args)
+}
+
+// after runs after.lua with the entries of keys and args (args[2], their
+// count, is set here); nothing when there are none.
+func (b *booking) after(ctx context.Context, op string, keys []string, args []any) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	args[2] = len(keys)
-	v, err := c.s.run(ctx, afterScript, keys, args)
+	v, err := b.s.run(ctx, afterScript, keys, args)
 	if err != nil {
-		return c.s.fail(ctx, "settle", err)
+		return b.s.fail(ctx, op, err)
 	}
 	if _, ok := v.(int64); !ok {
-		return c.s.fail(ctx, "settle", fmt.Errorf("%w: %T, want an integer", errReply, v))
+		return b.s.fail(ctx, op, fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
 	return nil
 }
 
-// leases are what Release and Renew of a reservation that took a lease
-// need: the lease id and, per Concurrency limit of its stack, the key and
-// the lease TTL (µs).
-type leases struct {
-	s    *Store
-	id   string
-	keys []string
-	ttls []int64
-}
+// release gives the leases back: after.lua op "release", one round trip.
+// Like cancel, it runs even when ctx has ended (a response is often done
+// because its context ended), bounded by the store's timeout.
+func (b *booking) release(ctx context.Context) error { return b.leases(ctx, "release") }
 
-// release gives the leases back: after.lua, one round trip. Like cancel,
-// it runs even when ctx has ended (a response is often done because its
-// context ended), bounded by the store's timeout.
-func (l *leases) release(ctx context.Context) error { return l.after(ctx, "release") }
+// renew extends the leases still held: after.lua op "renew", one round
+// trip.
+func (b *booking) renew(ctx context.Context) error { return b.leases(ctx, "renew") }
 
-// renew extends the leases still held: after.lua, one round trip.
-func (l *leases) renew(ctx context.Context) error { return l.after(ctx, "renew") }
-
-func (l *leases) after(ctx context.Context, op string) error {
+// leases runs after.lua with op ("release" or "renew") for each
+// Concurrency item.
+func (b *booking) leases(ctx context.Context, op string) error {
 	ctx = context.WithoutCancel(ctx)
-	var nowArg any = ""
-	if l.s.clock != nil {
-		nowArg = l.s.clock.Now().UnixMicro()
-	}
-	args := make([]any, 0, 3+3*len(l.keys))
-	args = append(args, nowArg, l.s.slack, len(l.keys))
-	for i := range l.keys {
+	var keys []string
+	args := make([]any, 0, 3+3*len(b.items))
+	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind != quota.Concurrency {
+			continue
+		}
+		keys = append(keys, b.keys[i])
 		if op == "renew" {
-			args = append(args, op, l.id, l.ttls[i])
+			args = append(args, op, b.lease, it.T)
 		} else {
-			args = append(args, op, l.id)
+			args = append(args, op, b.lease)
 		}
 	}
-	v, err := l.s.run(ctx, afterScript, l.keys, args)
-	if err != nil {
-		return l.s.fail(ctx, op, err)
+	return b.after(ctx, op, keys, args)
+}
+
+// nowArg is the now a script takes: "" for the server's TIME, or the test
+// clock's.
+func (s *Store) nowArg() any {
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
 	}
-	if _, ok := v.(int64); !ok {
-		return l.s.fail(ctx, op, fmt.Errorf("%w: %T, want an integer", errReply, v))
-	}
-	return nil
+	return ""
 }
 
 // run runs a script with the store's timeout: EVALSHA, and EVAL when the
@@ -616,9 +650,9 @@ type decision struct {
 	now, t  int64
 	decider int
 	limits  []quota.Status
-	// When admitted with a wait, per item what cancel.lua needs: the mark
-	// (GCRA: the tat set; window: the window start charged) and the prev
-	// (GCRA: the stored tat the decision replaced).
+	// When admitted, per item what cancel.lua and after.lua need: the
+	// mark (GCRA: the tat set; window, rolling: the window or bucket start
+	// charged) and the prev (GCRA: the stored tat the decision replaced).
 	marks, prevs []int64
 }
 

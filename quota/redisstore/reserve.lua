@@ -36,6 +36,22 @@ and looks at most three windows ahead, j .. j+2 (capped at B4): a request
 that no window before that horizon admits is denied. A window key is a
 hash: field = window start (µs), value = count.
 
+Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
+aligned to multiples of W since the epoch; a bucket b counts until b + W +
+P, its end plus the period. A rolling key is a hash: field = bucket start
+(µs), value = count, and four fields of its own: sum (the sum of the
+buckets), old (no bucket starts before it), new (the newest bucket with a
+count) and width (the W it was counted with). A key of another width (the
+period changed), or whose newest bucket has expired, or that lacks them,
+counts nothing, and is deleted before the first charge. The script walks
+buckets from old: first those expired by now (taken out of the sum and
+deleted when it writes), then, while the rest leave no room for the cost,
+on, each expiry moving the earliest time the limit admits. Every walk
+starts where the last one ended, and a key spans at most 2 periods and 2
+buckets, so a decision reads each bucket once at most and mostly none.
+Sums stay below 2^53: counts at most the rate (at most 2^51) per period
+spanned.
+
 Leases. A Concurrency limit's key is a sorted set of leases: member = the
 lease id (unique fleet-wide: the Go side makes it from a random per-process
 prefix and a counter), score = its expiry (µs). A lease expires a TTL after
@@ -48,24 +64,33 @@ soonest expiry as the time to retry and itself as the decider. Admitting
 drops the expired leases, adds this one and expires the key with its
 latest lease.
 
-The fixpoint ends within a few rounds (a GCRA limit moves t at most once, a
-window at most once per window of its horizon); it is capped at 16 rounds,
-and running out of rounds denies, never over-admits.
+Pauses. The latest paused-until of the pause keys holds the request back
+while it is in force, and drains every GCRA item before the fixpoint, in
+force or not: tat = max(tat, paused + min(DVT, drain) - cost*T), which
+changes nothing once now passes paused + drain (a pause key lives that
+long). It stays below 2^53 µs like the slot times (paused is at most now +
+2^51, drain a minute).
+
+The fixpoint ends within a few rounds (a GCRA or rolling limit moves t at
+most once, a window at most once per window of its horizon); it is capped
+at 16 rounds, and running out of rounds denies, never over-admits.
 
 KEYS  1..n   item keys, in stack order; n+1..  pause keys
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 max wait (µs); 4 n;
       then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
         "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
+        "r", cost, rate, P (µs), W (µs)               a rolling window, or
         "c", rate, TTL (µs), lease id                 a concurrency limit
       where cost is what the request counts for in that limit
 Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
       -1 none, -2 a pause), then per item: remaining, reset after (µs),
-      mark (GCRA: the tat set; window: the window start charged; 0 when
-      denied; concurrency: 0), prev (GCRA, when admitted: the stored tat
-      this decision replaced, as read, 0 when the key did not exist; else
-      0). For a concurrency limit, remaining is the leases left and reset
-      after the time until its latest lease expires. mark and
+      mark (GCRA: the tat set; window: the window start charged; rolling:
+      the bucket start charged; concurrency: 0; 0 when denied), prev
+      (GCRA, when admitted: the stored tat this decision replaced, as read,
+      0 when the key did not exist; else 0). For a concurrency limit,
+      remaining is the leases left and reset after the time until its
+      latest lease expires. mark and
       prev are what cancel.lua needs. An error reply when the server's now
       is outside B0..B4.
 ]]
@@ -91,6 +116,40 @@ end
 -- (counts by window index), fields (the hash as read).
 local kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}
 local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
+-- Rolling: per (period), wid (bucket width), rsum (the sum at now), rold,
+-- rnew (the key's old and new, nil when it counts nothing), rreset (delete
+-- the key before writing), gone (fields of buckets expired by now), due
+-- (the earliest time it admits), rb and rs (the walk: the next bucket and
+-- the sum of the buckets from it on), rc (counts read, by bucket start).
+local per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
+  {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+
+local function field(b)
+  return string.format('%d', b)
+end
+
+-- count returns the count of item i's bucket b, reading it once.
+local function count(i, b)
+  local c = rc[i][b]
+  if c == nil then
+    c = tonumber(redis.call('HGET', KEYS[i], field(b))) or 0
+    rc[i][b] = c
+  end
+  return c
+end
+
+-- rollAt returns what rolling item i counts at t: its walk moves on over
+-- the buckets expired by t. t never goes back.
+local function rollAt(i, t)
+  local b, W, P = rb[i], wid[i], per[i]
+  while b ~= nil and b <= rnew[i] and b + W + P <= t do
+    rs[i] = rs[i] - count(i, b)
+    b = b + W
+  end
+  rb[i] = b
+  return rs[i]
+end
+
 -- Per concurrency item: the lease TTL (in T), the lease id, the live
 -- leases and, when they fill the limit, the soonest expiry.
 local lid, live, soonest = {}, {}, {}
@@ -117,6 +176,35 @@ for i = 1, n do
       soonest[i] = tonumber(first[2])
     end
     a = a + 4
+  elseif kind[i] == 'r' then
+    rate[i] = tonumber(ARGV[a + 2])
+    local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    per[i], wid[i], rc[i], gone[i] = P, W, {}, {}
+    local v = redis.call('HMGET', KEYS[i], 'sum', 'old', 'new', 'width')
+    local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+    if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
+      sum, old, new, rreset[i] = 0, nil, nil, true
+    else
+      local b = old
+      while b + W + P <= now do -- stops at new at the latest
+        local c = count(i, b)
+        if c ~= 0 then
+          sum = sum - c
+          gone[i][#gone[i] + 1] = field(b)
+        end
+        b = b + W
+      end
+      old = b
+    end
+    rsum[i], rold[i], rnew[i], rb[i], rs[i] = sum, old, new, old, sum
+    -- The earliest time it admits: when the oldest buckets have expired.
+    local e = now
+    while rs[i] + cost[i] > rate[i] and rb[i] <= new do
+      e = rb[i] + W + P
+      rollAt(i, e)
+    end
+    due[i] = e
+    a = a + 5
   else
     rate[i] = tonumber(ARGV[a + 2])
     at[i] = a + 3
@@ -160,6 +248,17 @@ for p = n + 1, #KEYS do
   local u = tonumber(redis.call('GET', KEYS[p]))
   if u and u > paused then paused = u end
 end
+-- A pause drains the GCRA buckets it holds back: at its end each has room
+-- for this request alone, drained by at most quota.PauseDrain (package
+-- quota's doc, "After a pause").
+if paused > 0 then
+  local drain = 60000000 -- quota.PauseDrain, µs
+  for i = 1, n do
+    if kind[i] == 'g' then
+      tat[i] = math.max(tat[i], paused + math.min(dvt[i], drain) - cost[i] * T[i])
+    end
+  end
+end
 
 -- The fixpoint.
 local t, decider, ok = now, -1, false
@@ -172,6 +271,9 @@ for _ = 1, 16 do
       e = tat[i] + cost[i] * T[i] - dvt[i]
     elseif kind[i] == 'c' then
       e = t
+    elseif kind[i] == 'r' then
+      e = math.max(t, due[i])
+      beyond = e > now + per[i] + wid[i]
     else
       local k = slot(i, t)
       if k == nil then
@@ -228,6 +330,26 @@ for i = 1, n do
       reset = tonumber(last[2]) - now
       if allowed then redis.call('PEXPIRE', KEYS[i], ttl(reset)) end
     end
+  elseif kind[i] == 'r' then
+    local W, P, new = wid[i], per[i], rnew[i]
+    if allowed then
+      -- What it counts at t before this charge: the charged bucket holds
+      -- t, so it has not expired then.
+      rem = rate[i] - rollAt(i, t) - cost[i]
+      local b = t - math.fmod(t, W)
+      local old = rold[i]
+      if old == nil or b < old then old = b end
+      if new == nil or b > new then new = b end
+      if rreset[i] then redis.call('DEL', KEYS[i]) end
+      if #gone[i] > 0 then redis.call('HDEL', KEYS[i], unpack(gone[i])) end
+      redis.call('HINCRBY', KEYS[i], field(b), cost[i])
+      redis.call('HSET', KEYS[i], 'sum', rsum[i] + cost[i], 'old', old, 'new', new, 'width', W)
+      redis.call('PEXPIRE', KEYS[i], ttl(new + W + P - now))
+      mark = b
+    else
+      rem = rate[i] - rsum[i]
+    end
+    if new then reset = new + W + P - now end
   else
     local b, k = bs[i], wj[i]
     if allowed then

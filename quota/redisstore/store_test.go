@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -475,7 +477,7 @@ func TestTTLs(t *testing.T) {
 	for key, want := range map[string]time.Duration{
 		st.prefix + "{v}:slow":     time.Hour,
 		st.prefix + "{v}:daily":    dayEnd.Sub(now),
-		st.prefix + "{v}:!pause:p": 10 * time.Minute,
+		st.prefix + "{v}:!pause:p": 10*time.Minute + quota.PauseDrain, // while it may drain
 	} {
 		got := client.PTTL(ctx, key).Val()
 		// Generous below: the TTLs were set a moment before now was read.
@@ -502,24 +504,26 @@ func TestDeniedLeavesNoTrace(t *testing.T) {
 	peak := gcra("peak", 1, time.Second, 1)
 	slow := gcra("slow", 100, time.Minute, 0)
 	daily := window("daily", 10, quota.Day, time.UTC)
-	req := stack("v", slow, peak, daily)
+	roll := rolling("roll", 100, time.Minute)
+	req := stack("v", slow, peak, daily, roll)
 	req.Pauses = []string{"p"}
 	if err := st.Pause(context.Background(), "v", "p", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(time.Millisecond)
+	// Past the pause's drain (quota.PauseDrain), whose key is still there.
+	clock.Advance(time.Millisecond + quota.PauseDrain)
 	if res := reserve(t, st, req, 1, 0); !res.Allowed {
 		t.Fatalf("first: %+v", res.Result)
 	}
 	before := snapshot(t, client, st.prefix)
-	if len(before) != 4 {
-		t.Fatalf("keys before: %v, want 4", before)
+	if len(before) != 5 {
+		t.Fatalf("keys before: %v, want 5", before)
 	}
 	res := reserve(t, st, req, 1, 0)
 	if res.Allowed || res.Decider != 1 {
 		t.Fatalf("second: %+v, want denied by the peak limit", res.Result)
 	}
-	if res.Limits[0].Remaining != 99 || res.Limits[2].Remaining != 9 {
+	if res.Limits[0].Remaining != 99 || res.Limits[2].Remaining != 9 || res.Limits[3].Remaining != 99 {
 		t.Errorf("statuses %+v: the other limits would admit", res.Limits)
 	}
 	after := snapshot(t, client, st.prefix)
@@ -671,5 +675,143 @@ func TestMidnightSpringForwardDay(t *testing.T) {
 	}
 	if strings.Join(admitted, ", ") != strings.Join(want, ", ") {
 		t.Errorf("admitted at %v, want %v", admitted, want)
+	}
+}
+
+func rolling(name string, rate int64, period time.Duration) *quota.Limit {
+	return &quota.Limit{Name: name, Kind: quota.Rolling, Rate: rate, Period: period}
+}
+
+// TestRollingState: a rolling key is a hash of bucket counts with its sum,
+// old, new and width; expired buckets leave it when it is next charged,
+// cancel takes a charge back out of its bucket and moves new back, and the
+// key expires with its newest bucket.
+func TestRollingState(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	t0 := time.Date(2026, 3, 7, 10, 0, 0, 0, time.UTC)
+	clock := quotatest.NewClock(t0)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", rolling("roll", 3, 10*time.Second)) // buckets of 100ms
+	key := st.prefix + "{v}:roll"
+	at := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).UnixMicro(), 10) }
+	hash := func() map[string]string { return client.HGetAll(ctx, key).Val() }
+	same := func(what string, want map[string]string) {
+		t.Helper()
+		if got := hash(); !maps.Equal(got, want) {
+			t.Errorf("%s: hash %v, want %v", what, got, want)
+		}
+	}
+	for _, d := range []time.Duration{0, 150 * time.Millisecond, 2 * time.Second} {
+		clock.Set(t0.Add(d))
+		if res := reserve(t, st, req, 1, 0); !res.Allowed {
+			t.Fatalf("at %v: %+v", d, res.Result)
+		}
+	}
+	same("three events", map[string]string{at(0): "1", at(100 * time.Millisecond): "1", at(2 * time.Second): "1",
+		"sum": "3", "old": at(0), "new": at(2 * time.Second), "width": "100000"})
+	// The newest bucket ends at 2.1s and counts until 12.1s, 10.1s from now.
+	want := 10100*time.Millisecond + time.Duration(testSlack)*time.Millisecond
+	if got := client.PTTL(ctx, key).Val(); got <= want-time.Second || got > want {
+		t.Errorf("PTTL %v, want about %v", got, want)
+	}
+
+	// At 10.2s the buckets of 0 and 100ms have expired.
+	clock.Set(t0.Add(10200 * time.Millisecond))
+	res := reserve(t, st, req, 1, 0)
+	if want := (quota.Status{Remaining: 1, ResetAfter: 10100 * time.Millisecond}); !res.Allowed || res.Limits[0] != want {
+		t.Fatalf("at 10.2s: %+v, want admitted with %+v", res.Result, want)
+	}
+	same("after expiry", map[string]string{at(2 * time.Second): "1", at(10200 * time.Millisecond): "1",
+		"sum": "2", "old": at(200 * time.Millisecond), "new": at(10200 * time.Millisecond), "width": "100000"})
+
+	// Two waiters charge buckets ahead of now; cancelling the later one
+	// takes its bucket out and moves new back to the earlier one.
+	first := reserve(t, st, req, 1, 3*time.Second)
+	second := reserve(t, st, req, 1, 3*time.Second)
+	if !first.Allowed || first.Wait != 0 || !second.Allowed || second.Wait != 1900*time.Millisecond {
+		t.Fatalf("waiters: %+v, %+v", first.Result, second.Result)
+	}
+	if err := second.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	same("after cancel", map[string]string{at(2 * time.Second): "1", at(10200 * time.Millisecond): "2",
+		"sum": "3", "old": at(200 * time.Millisecond), "new": at(10200 * time.Millisecond), "width": "100000"})
+
+	// A key whose every charge is cancelled is idle: it is deleted.
+	lone := stack("v", rolling("lone", 1, time.Minute))
+	lone.Pauses = []string{"p"}
+	if err := st.Pause(ctx, "v", "p", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	res = reserve(t, st, lone, 1, 10*time.Second)
+	if !res.Allowed || res.Wait != 5*time.Second {
+		t.Fatalf("behind the pause: %+v", res.Result)
+	}
+	if err := res.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, st.prefix+"{v}:lone").Val(); n != 0 {
+		t.Errorf("after cancelling its only charge the key exists: %v", client.HGetAll(ctx, st.prefix+"{v}:lone").Val())
+	}
+}
+
+// TestRollingKeyBounded: under a demand that keeps a rolling key full,
+// with waiters charging buckets ahead of now, the key never holds more
+// than 2*RollingBuckets+2 buckets (and its four fields of its own).
+func TestRollingKeyBounded(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", rolling("roll", 300, time.Minute))
+	key := st.prefix + "{v}:roll"
+	most := int64(0)
+	for i := 0; i < 3000; i++ {
+		clock.Advance(137 * time.Millisecond)
+		reserve(t, st, req, 1, 2*time.Minute)
+		most = max(most, client.HLen(ctx, key).Val())
+	}
+	if limit := int64(2*quota.RollingBuckets + 2 + 4); most > limit {
+		t.Errorf("the key held up to %d fields, want at most %d", most, limit)
+	}
+	if most < quota.RollingBuckets {
+		t.Errorf("the key held at most %d fields: the demand did not fill it", most)
+	}
+}
+
+// TestRollingWidthChange: a key counted with another bucket width (the
+// limit's period changed) counts nothing for the new limit, as a calendar
+// window whose calendar changed forgets its count; its first charge
+// starts the key afresh.
+func TestRollingWidthChange(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		clock.Advance(time.Second)
+		reserve(t, st, stack("v", rolling("roll", 3, 10*time.Second)), 1, 0)
+	}
+	res := reserve(t, st, stack("v", rolling("roll", 3, 20*time.Second)), 1, 0)
+	if !res.Allowed || res.Limits[0].Remaining != 2 {
+		t.Fatalf("after the period changed: %+v, want admitted with 2 left", res.Result)
+	}
+	if got := client.HLen(ctx, st.prefix+"{v}:roll").Val(); got != 5 {
+		t.Errorf("the key holds %d fields, want one bucket and its four own", got)
+	}
+}
+
+// TestScriptsDrainByPauseDrain: reserve.lua and pause.lua write
+// quota.PauseDrain as a number of their own; they must agree with it.
+func TestScriptsDrainByPauseDrain(t *testing.T) {
+	want := fmt.Sprintf("local drain = %d -- quota.PauseDrain, µs", quota.PauseDrain.Microseconds())
+	for name, src := range map[string]string{"reserve.lua": reserveLua, "pause.lua": pauseLua} {
+		if !strings.Contains(src, want) {
+			t.Errorf("%s does not hold %q", name, want)
+		}
 	}
 }

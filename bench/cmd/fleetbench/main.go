@@ -1,7 +1,8 @@
 // Command fleetbench runs the fleet load harness: N worker processes (this
 // binary, run again as workers) × M goroutines sharing one redis-server
 // it starts on loopback, against fake vendors that record every arrival,
-// for every scenario with throttle and the alternatives. It writes
+// for every scenario with throttle and the alternatives, and then measures
+// what "throttle proxy" adds to a request (scenario "proxy"). It writes
 // REPORT.md, SVG plots and summary.json into -out.
 //
 //	go run ./cmd/fleetbench -out results
@@ -51,6 +52,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		os.Exit(1)
 	}
+	var proxy *fleet.ProxyResult
+	if *scen == "" || strings.Contains(","+*scen+",", ","+fleet.ScenarioProxy+",") {
+		if proxy, err = fleet.RunProxy(ctx, fleet.ProxyOptions{Duration: *d, Concurrency: *m, Log: os.Stderr}); err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench: proxy:", err)
+			os.Exit(1)
+		}
+	}
 	cmd := "`" + strings.TrimSpace("fleetbench "+strings.Join(os.Args[1:], " ")) + "`"
 	if os.Getenv("MAKELEVEL") != "" {
 		cmd = "`make bench` (" + cmd + ")"
@@ -58,7 +66,8 @@ func main() {
 	meta := fleet.Meta{
 		Command: cmd, Machine: machine(), Go: runtime.Version(), Redis: redisVersion(),
 		Processes: *n, Routines: *m, Began: began, Took: time.Since(began),
-		Load: "load average " + loadBefore + " before, " + loadavg() + " after (other work on the machine shows up as jitter)",
+		Load:  "load average " + loadBefore + " before, " + loadavg() + " after (other work on the machine shows up as jitter)",
+		Proxy: proxy,
 	}
 	if err := fleet.WriteReport(*out, runs, meta); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench: writing the report:", err)

@@ -1,4 +1,4 @@
-package fakevendor
+package throttletest
 
 import (
 	"fmt"
@@ -33,19 +33,20 @@ const (
 	GitHub403
 )
 
+// Bounds that keep a long test's memory in check.
 const (
-	// DefaultMaxArrivals is how many arrivals a Vendor records when
+	// defaultMaxArrivals is how many arrivals a Vendor records when
 	// Options.MaxArrivals is zero.
-	DefaultMaxArrivals = 1_000_000
-	// MaxBody is how many bytes of each request body are recorded with
+	defaultMaxArrivals = 1_000_000
+	// maxBody is how many bytes of each request body are recorded with
 	// Options.RecordBodies.
-	MaxBody = 4096
-	// MaxScopes is how many scope states a Vendor keeps; requests of
+	maxBody = 4096
+	// maxScopes is how many scope states a Vendor keeps; requests of
 	// further scopes share one state.
-	MaxScopes = 10_000
-	// DefaultForcedRetryAfter is the delay advertised by a throttle forced
-	// with ThrottleNext when Options.RetryAfter is zero.
-	DefaultForcedRetryAfter = time.Second
+	maxScopes = 10_000
+	// forcedRetryAfter is the delay advertised by a throttle forced with
+	// ThrottleNext when Options.RetryAfter is zero.
+	forcedRetryAfter = time.Second
 )
 
 // Options configures a Vendor. The zero value is a vendor that admits
@@ -59,7 +60,8 @@ type Options struct {
 	Signal Signal
 	// ScopeHeader, when set, names a request header whose every value has
 	// its own enforcer state, as a vendor limiting per account does.
-	// Requests without it share the state of the empty scope.
+	// Requests without it share the state of the empty scope. At most
+	// 10,000 scopes have a state of their own; further scopes share one.
 	ScopeHeader string
 	// RetryAfter, when positive, is the delay every throttled response
 	// advertises instead of the enforcer's own (Shopify always says 2.0).
@@ -74,17 +76,25 @@ type Options struct {
 	// Clock is the vendor's clock, for its enforcement and the arrival
 	// times it records. Nil means time.Now.
 	Clock func() time.Time
-	// MaxArrivals bounds the recorded arrivals; later ones are counted
-	// but not recorded. Zero means DefaultMaxArrivals.
+	// MaxArrivals bounds the recorded arrivals, so that a long test keeps
+	// its memory; later ones are counted (Counts) but not recorded
+	// (Arrivals, MaxIn). Zero means 1,000,000.
 	MaxArrivals int
-	// RecordBodies records the first MaxBody bytes of every request body
-	// in its Arrival.
+	// RecordBodies records the first 4 KiB of every request body in its
+	// Arrival, for a test that checks what was sent.
 	RecordBodies bool
 	// MaxInFlight, when positive, is a concurrency cap: a request that
 	// arrives while MaxInFlight others are being served (from their
 	// arrival until their response is written) is throttled. The vendor
 	// counts requests in flight either way; see PeakInFlight.
 	MaxInFlight int
+	// Counters adds X-RateLimit-Limit, -Remaining, -Used, -Reset (the
+	// enforcer's own reset, in Unix seconds, rounded up: a window's end
+	// even on a throttled response) and -Resource "core" to every
+	// response of a vendor with an enforcer, whatever the Signal, as
+	// vendors that publish their counters do. GitHub403 sends them
+	// anyway.
+	Counters bool
 }
 
 // An Arrival is one request as the vendor saw it.
@@ -128,14 +138,16 @@ func (v *Vendor) PeakInFlight() int {
 	return v.peak
 }
 
-// Start starts a fake vendor on a loopback port. Close it when done.
-func Start(opts Options) *Vendor {
+// NewVendor starts a fake vendor on a loopback port (an httptest.Server)
+// and returns it running. Close it when done. Like httptest.NewServer, it
+// panics if it cannot listen.
+func NewVendor(opts Options) *Vendor {
 	v := &Vendor{opts: opts, now: opts.Clock, scopes: map[string]*state{}}
 	if v.now == nil {
 		v.now = time.Now
 	}
 	if v.opts.MaxArrivals <= 0 {
-		v.opts.MaxArrivals = DefaultMaxArrivals
+		v.opts.MaxArrivals = defaultMaxArrivals
 	}
 	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
 	v.URL = v.srv.URL
@@ -155,8 +167,10 @@ func (v *Vendor) Close() { v.srv.Close() }
 func (v *Vendor) Client() *http.Client { return v.srv.Client() }
 
 // ThrottleNext makes the vendor answer the next n requests as throttled,
-// whatever its enforcer says, advertising Options.RetryAfter (or
-// DefaultForcedRetryAfter). Forced throttles charge nothing. Calls add up.
+// whatever its enforcer says, advertising Options.RetryAfter (or one
+// second), in the style of Options.Signal: a test's way to provoke a
+// vendor's throttling answer without filling its limit. Forced throttles
+// charge nothing. Calls add up.
 func (v *Vendor) ThrottleNext(n int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -236,11 +250,11 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	var d decision
 	if v.opts.MaxInFlight > 0 && v.inFlight > v.opts.MaxInFlight {
-		d = decision{retryAfter: DefaultForcedRetryAfter}
+		d = decision{retryAfter: forcedRetryAfter}
 	} else if v.forced > 0 {
 		v.forced--
 		l := v.opts.Enforcer.limit()
-		d = decision{retryAfter: DefaultForcedRetryAfter, limit: l, used: l}
+		d = decision{retryAfter: forcedRetryAfter, limit: l, used: l}
 	} else {
 		d = v.opts.Enforcer.decide(v.state(scope), now)
 	}
@@ -265,7 +279,7 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	if r.Body != nil {
 		if v.opts.RecordBodies {
-			body, _ = io.ReadAll(io.LimitReader(r.Body, MaxBody))
+			body, _ = io.ReadAll(io.LimitReader(r.Body, maxBody))
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 	}
@@ -306,7 +320,7 @@ func (v *Vendor) state(scope string) *state {
 	if ok {
 		return s
 	}
-	if len(v.scopes) >= MaxScopes {
+	if len(v.scopes) >= maxScopes {
 		scope = "\x00overflow"
 		if s, ok := v.scopes[scope]; ok {
 			return s
@@ -342,13 +356,24 @@ func (v *Vendor) writeHeaders(h http.Header, d decision, now time.Time) {
 			reset = now.Add(d.retryAfter)
 		}
 		if d.limit > 0 || !d.ok {
-			h.Set("X-RateLimit-Limit", strconv.FormatInt(d.limit, 10))
-			h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.remaining, 10))
-			h.Set("X-RateLimit-Used", strconv.FormatInt(d.used, 10))
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSecond(reset).Unix(), 10))
-			h.Set("X-RateLimit-Resource", "core")
+			setCounters(h, d, reset)
 		}
+		return
 	}
+	if v.opts.Counters && d.limit > 0 {
+		setCounters(h, d, d.reset)
+	}
+}
+
+// setCounters sets the X-RateLimit headers of decision d, with reset.
+func setCounters(h http.Header, d decision, reset time.Time) {
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.remaining, 10))
+	h.Set("X-RateLimit-Used", strconv.FormatInt(d.used, 10))
+	if !reset.IsZero() {
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSecond(reset).Unix(), 10))
+	}
+	h.Set("X-RateLimit-Resource", "core")
 }
 
 // ceilDiv returns d/unit rounded up, at least 1 for a positive d.

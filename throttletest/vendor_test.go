@@ -1,4 +1,4 @@
-package fakevendor
+package throttletest
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func run(t *testing.T, opts Options, steps []step) *Vendor {
 	t.Helper()
 	clock := &stepClock{t: t0}
 	opts.Clock = clock.Now
-	v := Start(opts)
+	v := NewVendor(opts)
 	t.Cleanup(v.Close)
 	for i, s := range steps {
 		clock.Advance(s.advance)
@@ -140,6 +140,25 @@ func TestWindow(t *testing.T) {
 	))
 }
 
+// TestWindowCounters: with Counters, a window vendor that asks for a retry
+// in a second sends its counters on every response, and the reset of the
+// throttled one is still the window's end.
+func TestWindowCounters(t *testing.T) {
+	t.Parallel()
+	end := fmt.Sprint(t0.Truncate(time.Minute).Add(time.Minute).Unix())
+	counters := func(remaining, used string) map[string]string {
+		return map[string]string{"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": remaining,
+			"X-RateLimit-Used": used, "X-RateLimit-Reset": end, "X-RateLimit-Resource": "core"}
+	}
+	hitHeaders := counters("0", "2")
+	hitHeaders["Retry-After"] = "1"
+	run(t, Options{Enforcer: Window(2, time.Minute), RetryAfter: time.Second, Counters: true}, []step{
+		{status: 200, headers: counters("1", "1")},
+		{status: 200, headers: counters("0", "2")},
+		{status: hit, headers: hitHeaders},
+	})
+}
+
 func TestLeakyBucketShopify(t *testing.T) {
 	t.Parallel()
 	var steps []step
@@ -203,7 +222,7 @@ func TestGitHub403WithGCRAResetsWhenFull(t *testing.T) {
 func TestThrottleNextChargesNothing(t *testing.T) {
 	t.Parallel()
 	clock := &stepClock{t: t0}
-	v := Start(Options{Enforcer: GCRA(1, time.Second, 1), Clock: clock.Now, ThrottleBody: `{"error":"insufficient_quota"}`})
+	v := NewVendor(Options{Enforcer: GCRA(1, time.Second, 1), Clock: clock.Now, ThrottleBody: `{"error":"insufficient_quota"}`})
 	defer v.Close()
 	v.ThrottleNext(2)
 	for i, want := range []int{hit, hit, 200, hit} {
@@ -232,7 +251,7 @@ func TestThrottleNextChargesNothing(t *testing.T) {
 func TestForcedGitHub403AdvertisesTheLimit(t *testing.T) {
 	t.Parallel()
 	clock := &stepClock{t: t0}
-	v := Start(Options{Enforcer: Window(5000, time.Hour), Signal: GitHub403, Clock: clock.Now, RetryAfter: 90 * time.Second})
+	v := NewVendor(Options{Enforcer: Window(5000, time.Hour), Signal: GitHub403, Clock: clock.Now, RetryAfter: 90 * time.Second})
 	defer v.Close()
 	v.ThrottleNext(1)
 	resp, err := v.Client().Get(v.URL)
@@ -255,7 +274,7 @@ func TestForcedGitHub403AdvertisesTheLimit(t *testing.T) {
 func TestScopesHaveTheirOwnState(t *testing.T) {
 	t.Parallel()
 	clock := &stepClock{t: t0}
-	v := Start(Options{Enforcer: GCRA(1, time.Second, 2), ScopeHeader: "X-Tenant", Clock: clock.Now})
+	v := NewVendor(Options{Enforcer: GCRA(1, time.Second, 2), ScopeHeader: "X-Tenant", Clock: clock.Now})
 	defer v.Close()
 	send := func(tenant string) int {
 		req, _ := http.NewRequest("GET", v.URL, nil)
@@ -281,7 +300,7 @@ func TestScopesHaveTheirOwnState(t *testing.T) {
 
 func TestArrivalsRecordBodiesAndAreBounded(t *testing.T) {
 	t.Parallel()
-	v := Start(Options{MaxArrivals: 2, RecordBodies: true})
+	v := NewVendor(Options{MaxArrivals: 2, RecordBodies: true})
 	defer v.Close()
 	for i := 0; i < 3; i++ {
 		resp, err := v.Client().Post(v.URL+"/charge", "text/plain", strings.NewReader(fmt.Sprint("amount=", i)))
@@ -306,7 +325,7 @@ func TestArrivalsRecordBodiesAndAreBounded(t *testing.T) {
 
 func TestHandlerAnswersAdmittedRequests(t *testing.T) {
 	t.Parallel()
-	v := Start(Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	v := NewVendor(Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	})})
 	defer v.Close()
@@ -349,7 +368,7 @@ func TestMaxIn(t *testing.T) {
 
 func TestConcurrentRequestsOnTheRealClock(t *testing.T) {
 	t.Parallel()
-	v := Start(Options{Enforcer: GCRA(50, time.Second, 10)})
+	v := NewVendor(Options{Enforcer: GCRA(50, time.Second, 10)})
 	defer v.Close()
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {

@@ -1,4 +1,4 @@
-package fakevendor
+package throttletest
 
 import (
 	"math"
@@ -31,7 +31,7 @@ type Enforcer struct {
 // It panics unless rate, period and burst are positive.
 func GCRA(rate int, period time.Duration, burst int) Enforcer {
 	if rate <= 0 || period <= 0 || burst <= 0 || period/time.Duration(rate) <= 0 {
-		panic("fakevendor: GCRA needs a positive rate, period and burst, and period/rate of at least 1ns")
+		panic("throttletest: GCRA needs a positive rate, period and burst, and period/rate of at least 1ns")
 	}
 	return Enforcer{kind: gcra, n: int64(rate), period: period, burst: int64(burst)}
 }
@@ -42,7 +42,7 @@ func GCRA(rate int, period time.Duration, burst int) Enforcer {
 // length are positive.
 func Window(n int, length time.Duration) Enforcer {
 	if n <= 0 || length <= 0 {
-		panic("fakevendor: Window needs a positive n and length")
+		panic("throttletest: Window needs a positive n and length")
 	}
 	return Enforcer{kind: window, n: int64(n), period: length}
 }
@@ -53,7 +53,7 @@ func Window(n int, length time.Duration) Enforcer {
 // unless size and leakPerSecond are positive.
 func LeakyBucket(size int, leakPerSecond float64) Enforcer {
 	if size <= 0 || !(leakPerSecond > 0) || math.IsInf(leakPerSecond, 0) {
-		panic("fakevendor: LeakyBucket needs a positive size and leak")
+		panic("throttletest: LeakyBucket needs a positive size and leak")
 	}
 	return Enforcer{kind: leaky, n: int64(size), leak: leakPerSecond}
 }

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/internal/proxy"
+	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota/redisstore"
+)
+
+var proxyCmd = &command{
+	name: "proxy",
+	usage: `Usage: throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
+
+Proxy is a sidecar that any language can send through: a reverse proxy that
+throttles every request exactly as the Go transport does (one reservation,
+wait or fail fast, vendor signals, fleet-wide pauses, retries through the
+throttle), with the same configuration, Redis and key prefix, so that a
+Python worker or a Node service draws from the same quota as the Go fleet.
+
+	http://ADDR/<host>/<path>   forwarded to https://<host>/<path>
+	http://ADDR/<name>/<path>   forwarded to URL/<path>, for --route name=URL
+	http://LADDR/<path>         forwarded to URL/<path>, for --route LADDR=URL
+	http://ADDR/healthz         200 {"status":"ok"} while Redis answers, else 503
+	http://ADDR/metrics         Prometheus metrics
+
+Only the hosts that a provider of the configuration claims are forwarded:
+any other gets 403 (this is not an open proxy). The /<host>/ form always
+uses https, except for loopback hosts with --insecure-upstream-http; a
+route's URL names its scheme (http:// is for tests and development). A
+route NAME is letters, digits, - and _; a route whose key is a listen
+address (":8081", "127.0.0.1:8081") gets a listener of its own, for SDKs
+that take a base URL without a path.
+
+Per-request values come from request headers, which are stripped (with
+every other Throttle-* header) before forwarding; a bad value is a 400:
+
+	Throttle-Business: acme                 the value of business scopes
+	Throttle-Label: class=batch, tier=gold  values of label:<name> scopes
+	Throttle-Cost: 5                        the request's cost in its stack
+	Throttle-Limit-Cost: tokens=1200        the cost in named limits
+	Throttle-Max-Wait: 2s                   a shorter wait than max_wait (never a longer one)
+
+A refusal is 429 with Retry-After (whole seconds), Throttle-Error: limited
+and a JSON body: {"error":"limited","message":...,"provider":...,
+"limit":...,"scope":...,"retry_after_ms":...}. Every answer the proxy makes
+itself carries Throttle-Error (store_unavailable 503, missing_scope and
+bad_request 400, unknown_host 403, not_found 404, upstream_error 502,
+upstream_timeout 504); a vendor's own answers, 429s included, come back as
+they are, without it.
+
+A request body of at most --max-retry-body bytes is held so that a retry
+can send it again; a larger one is streamed and sent once, never retried.
+Event streams (text/event-stream) are passed on as each event arrives.
+
+On SIGTERM or SIGINT the listeners close, and the requests in flight,
+those waiting for a slot included, finish: for at most --drain-timeout,
+after which they are cut off and the exit code is 1.
+` + storeFlagsText + `
+docs/proxy.md has the details: headers, timeouts, running it next to a service.
+`,
+}
+
+func init() { proxyCmd.run = runProxy }
+
+// routeFlags collects --route values.
+type routeFlags []string
+
+func (r *routeFlags) String() string     { return strings.Join(*r, " ") }
+func (r *routeFlags) Set(s string) error { *r = append(*r, s); return nil }
+
+type proxyFlags struct {
+	store         storeFlags
+	listen        string
+	routes        routeFlags
+	insecureHTTP  bool
+	retries       int
+	maxRetryBody  int64
+	drain         time.Duration
+	readHeader    time.Duration
+	read, write   time.Duration
+	idle          time.Duration
+	upstreamReply time.Duration
+}
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f proxyFlags
+	fs := newFlagSet(proxyCmd)
+	f.store.timeout = redisstore.DefaultTimeout
+	f.store.register(fs)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`address` to serve on (\":8080\" for every interface)")
+	fs.Var(&f.routes, "route", "`NAME=URL` serves URL under /NAME/; ADDR=URL serves it on a listener of its own (repeatable)")
+	fs.BoolVar(&f.insecureHTTP, "insecure-upstream-http", false, "reach loopback hosts of the /<host>/ form over plain http (tests, development)")
+	fs.IntVar(&f.retries, "retries", 4, "retries after a vendor's throttle (or a 5xx or connection error of an idempotent request); 0 for none")
+	fs.Int64Var(&f.maxRetryBody, "max-retry-body", proxy.DefaultMaxRetryBody, "largest request body held in memory for retries, in `bytes`; larger ones are sent once")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	fs.DurationVar(&f.readHeader, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&f.read, "read-timeout", time.Minute, "bound on each read of a request body (a stalled upload); 0 for none")
+	fs.DurationVar(&f.write, "write-timeout", time.Minute, "bound on each write of a response (a client that stopped reading); 0 for none")
+	fs.DurationVar(&f.idle, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
+	fs.DurationVar(&f.upstreamReply, "upstream-header-timeout", 5*time.Minute, "bound on waiting for a vendor's response headers; 0 for none")
+	pos, err := parse(proxyCmd, fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("proxy takes no arguments, got %q", pos)
+	}
+	if f.retries < 0 || f.drain <= 0 || f.readHeader <= 0 || f.idle <= 0 || f.read < 0 || f.write < 0 || f.upstreamReply < 0 {
+		return usagef("--retries and the timeouts must not be negative; --drain-timeout, --read-header-timeout and --idle-timeout must be positive")
+	}
+	prefixes, listeners, err := parseRoutes(f.routes)
+	if err != nil {
+		return err
+	}
+	e, err := f.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	metrics := newProxyMetrics()
+	reg := providers.NewRegistry(e.cfg)
+	upstream := proxy.NewUpstream(f.upstreamReply)
+	defer upstream.CloseIdleConnections()
+	p, err := proxy.New(proxy.Options{
+		Registry: reg,
+		Throttle: []throttle.Option{
+			throttle.WithStore(e.store),
+			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
+			throttle.WithRetries(f.retries, 500*time.Millisecond, 30*time.Second),
+		},
+		Upstream:     upstream,
+		Routes:       prefixes,
+		LoopbackHTTP: f.insecureHTTP,
+		MaxRetryBody: f.maxRetryBody,
+		Log:          log,
+		Done:         metrics.done,
+	})
+	if err != nil {
+		return usagef("%v", err)
+	}
+
+	metricsHandler := metrics.handler()
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			health(w, r, e.client, f.store.timeout)
+		case "/metrics":
+			metricsHandler.ServeHTTP(w, r)
+		default:
+			p.ServeHTTP(w, r)
+		}
+	})
+	type served struct {
+		srv  *http.Server
+		ln   net.Listener
+		what string
+	}
+	var all []served
+	defer func() {
+		for _, s := range all {
+			_ = s.ln.Close()
+		}
+	}()
+	listen := func(addr string, h http.Handler, what string) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{
+			Handler:           proxy.Timeouts(h, f.read, f.write),
+			ReadHeaderTimeout: f.readHeader,
+			IdleTimeout:       f.idle,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		all = append(all, served{srv, ln, what})
+		return nil
+	}
+	if err := listen(f.listen, root, describe(e.cfg, prefixes)); err != nil {
+		return err
+	}
+	for _, l := range listeners {
+		h, err := p.Upstream(l.URL)
+		if err != nil {
+			return usagef("--route %s=%s: %v", l.Name, l.URL, err)
+		}
+		if err := listen(l.Name, h, "forwarding every path to "+l.URL.String()); err != nil {
+			return err
+		}
+	}
+
+	failed := make(chan error, len(all))
+	for _, s := range all {
+		fmt.Fprintf(stderr, "throttle proxy: listening on http://%s, %s\n", s.ln.Addr(), s.what)
+		go func() {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				failed <- err
+			}
+		}()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-failed:
+	}
+	fmt.Fprintf(stderr, "throttle proxy: draining: requests in flight have %v to finish\n", f.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	defer cancel()
+	var wg sync.WaitGroup
+	var cut error
+	var mu sync.Mutex
+	for _, s := range all {
+		wg.Go(func() {
+			if err := s.srv.Shutdown(dctx); err != nil {
+				_ = s.srv.Close()
+				mu.Lock()
+				cut = fmt.Errorf("requests still in flight after --drain-timeout %v were cut off", f.drain)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(serveErr, cut); err != nil {
+		return err
+	}
+	fmt.Fprintln(stderr, "throttle proxy: stopped")
+	return nil
+}
+
+// parseRoutes splits --route values into path-prefix routes and routes on
+// a listener of their own (Name holds the listen address).
+func parseRoutes(values []string) (prefixes, listeners []proxy.Route, err error) {
+	for _, v := range values {
+		key, raw, ok := strings.Cut(v, "=")
+		if !ok || key == "" || raw == "" {
+			return nil, nil, usagef("--route %q: want NAME=URL or ADDR=URL", v)
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, nil, usagef("--route %q: %v", v, urlError(err))
+		}
+		r := proxy.Route{Name: key, URL: u}
+		if strings.Contains(key, ":") {
+			listeners = append(listeners, r)
+		} else {
+			prefixes = append(prefixes, r)
+		}
+	}
+	return prefixes, listeners, nil
+}
+
+// describe says what the main listener forwards to.
+func describe(cfg *providers.Config, routes []proxy.Route) string {
+	s := fmt.Sprintf("forwarding /<host>/<path> to the hosts of %d providers (%s)", len(cfg.Providers()), cfg.Name())
+	for _, r := range routes {
+		s += fmt.Sprintf(", /%s/ to %s", r.Name, r.URL)
+	}
+	return s
+}
+
+// health answers /healthz: whether Redis answers a PING in time.
+func health(w http.ResponseWriter, r *http.Request, client redis.UniversalClient, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	body := map[string]string{"status": "ok"}
+	if err := client.Ping(ctx).Err(); err != nil {
+		body = map[string]string{"status": "store_unavailable", "error": err.Error()}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// observers tells every observer.
+type observers []throttle.Observer
+
+func (o observers) Observe(ctx context.Context, e throttle.Event) {
+	for _, x := range o {
+		x.Observe(ctx, e)
+	}
+}
+
+// logObserver logs what an operator must hear about (the store failing,
+// fallbacks, fleet-wide pauses); refusals and waits are the metrics'.
+type logObserver struct{ next throttle.Observer }
+
+func (o logObserver) Observe(ctx context.Context, e throttle.Event) {
+	switch e.Kind {
+	case throttle.StoreError, throttle.FellBack, throttle.Paused:
+		o.next.Observe(ctx, e)
+	}
+}

@@ -1,0 +1,56 @@
+// Package proxy is the core of "throttle proxy": a reverse proxy that
+// sends every request through one throttle.Transport (and its retrying
+// client), so that processes in any language draw from the same
+// fleet-wide quota as the Go services, through the same Redis, with the
+// same configuration and semantics. cmd/throttle wires it to flags,
+// listeners, /healthz, /metrics and signals; docs/proxy.md is the
+// operator's reference.
+//
+// # Requests
+//
+//	http://proxy/<host>/<path>?<query>   → https://<host>/<path>?<query>
+//	http://proxy/<route>/<path>?<query>  → <route's base URL>/<path>?<query>
+//
+// Only hosts that a provider of the registry claims are forwarded; any
+// other gets 403 and a JSON body (no open proxy). The /<host>/ form is
+// always https, except for loopback hosts with Options.LoopbackHTTP; a
+// route names its scheme. A route on a listener of its own (Upstream)
+// forwards every path to its base URL.
+//
+// The per-request values come from headers, stripped before forwarding
+// with every other Throttle-* header: Throttle-Business, Throttle-Label
+// (name=value, comma-separated), Throttle-Cost, Throttle-Limit-Cost
+// (limit=n, comma-separated) and Throttle-Max-Wait, which can only
+// shorten the provider's max_wait. A value that does not parse, an
+// unknown Throttle-* header, or one given twice is a 400.
+//
+// # Answers of its own
+//
+// Every answer the proxy makes instead of forwarding the vendor's has
+// Content-Type application/json, a Throttle-Error header equal to the
+// body's "error" code, and a body
+//
+//	{"error": "limited", "message": "...", "provider": "github", "limit": "core", "scope": "acme", "retry_after_ms": 1200}
+//
+// with the codes: limited (429, with Retry-After in whole seconds),
+// store_unavailable (503), missing_scope and bad_request (400),
+// unknown_host (403), not_found (404), upstream_error (502),
+// upstream_timeout (504). A vendor's own answers, 429s included, pass
+// through as they are, without Throttle-Error.
+//
+// # Forwarding
+//
+// httputil.ReverseProxy does the HTTP work: hop-by-hop headers (RFC 9110
+// §7.6.1) are removed both ways; Forwarded and X-Forwarded-* are removed
+// and none are set, so the vendor sees the proxy as its client; Host is
+// the upstream's; Upgrade is dropped (no WebSocket); responses with
+// Content-Type text/event-stream or no length are flushed as every chunk
+// arrives. A vendor's redirect is never followed; its Location is pointed
+// back through the proxy where the proxy can forward it.
+//
+// A request body of at most Options.MaxRetryBody bytes is held in memory,
+// so that the retrying client can send it again after a vendor's 429. A
+// larger body is streamed to the vendor as it arrives and sent once,
+// throttled like any other but never retried: a vendor's 429 to it is
+// passed back (and still pauses the scope fleet-wide).
+package proxy

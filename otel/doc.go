@@ -1,0 +1,91 @@
+// Package otel exports what a throttle.Transport does as OpenTelemetry
+// metrics and spans. It is a module of its own
+// (github.com/fleetquota/throttle/otel), so that programs that do not use
+// OpenTelemetry do not depend on it: the throttle module's go.mod names no
+// OpenTelemetry package.
+//
+//	obs, err := otel.New() // the global MeterProvider; WithMeterProvider to choose
+//	if err != nil { ... }
+//	client, err := throttle.NewClient(throttle.WithObserver(obs), ...)
+//
+// The package is named after its directory; a program that also imports
+// go.opentelemetry.io/otel imports it under another name, e.g.
+// throttleotel.
+//
+// # Versions
+//
+// The module requires go.opentelemetry.io/otel, otel/metric and
+// otel/trace v1.20.0 (and, for its tests only, otel/sdk and
+// otel/sdk/metric v1.20.0): the lowest release this code needs, the first
+// with metric.WithExplicitBucketBoundaries, which the semantic conventions
+// ask of duration histograms. Any later v1 release works; the module never
+// moves a program to a newer OpenTelemetry than the program itself asks
+// for.
+//
+// # Metrics
+//
+// Names, units and attributes follow the OpenTelemetry semantic
+// conventions' naming rules: dotted lowercase names under the throttle
+// namespace, no unit in the name, seconds for durations, a counter's unit
+// the annotation of what it counts, and ASP.NET Core's rate-limiting
+// metrics (aspnetcore.rate_limiting.*) as the prior art for a decision
+// counter and a wait histogram. The instrumentation scope is
+// "github.com/fleetquota/throttle/otel".
+//
+//	throttle.decisions        counter {decision}      every decision of the store (or the local limiter)
+//	    throttle.provider.name, throttle.outcome (admitted, refused),
+//	    throttle.limit.name (the limit that made the request wait or refused it; absent when none did),
+//	    throttle.mode (enforce, shadow: a shadow refusal was sent anyway)
+//	throttle.wait.duration    histogram s             the wait each admitted request was given,
+//	                                                  0 when it went at once (in shadow mode, the
+//	                                                  wait it would have had)
+//	    throttle.provider.name, throttle.limit.name (when a limit made it wait)
+//	throttle.cancellations    counter {cancellation}  requests whose context ended while they
+//	                                                  waited; their slots were given back
+//	    throttle.provider.name, throttle.limit.name
+//	throttle.upstream.throttles counter {throttle}    responses in which the vendor said it
+//	                                                  throttled the request
+//	    throttle.provider.name, http.response.status_code
+//	throttle.pauses           counter {pause}         scopes paused fleet-wide after a vendor throttle
+//	    throttle.provider.name
+//	throttle.store.errors     counter {error}         failed calls to the quota store
+//	    throttle.provider.name
+//	throttle.store.fallbacks  counter {fallback}      requests decided by on_store_error while the
+//	                                                  store was failing
+//	    throttle.provider.name, throttle.on_store_error (fail_open, local)
+//
+// Refusals by limit are throttle.decisions with throttle.outcome=refused,
+// by throttle.limit.name: one instrument, so that the sum over its
+// attributes is every decision, as the conventions ask. Every attribute
+// takes bounded values: provider and limit names come from the
+// configuration. Scope values (tenant ids) are never attributes. The
+// histogram advises DefaultBuckets as its bucket boundaries; a View in the
+// MeterProvider changes them.
+//
+// Attributes are named as the conventions name properties of a system
+// ({area}.provider.name, as gen_ai.provider.name names the vendor of a
+// model API; file.owner.name rather than file.owner), with the
+// throttle's own under the throttle namespace; the HTTP status is the
+// conventions' http.response.status_code.
+//
+// # Spans
+//
+// A request that waits for its slot gets a child span "throttle.wait"
+// (kind internal) of the span in its context — the caller's span, or the
+// HTTP client span when otelhttp wraps the transport — from the start of
+// the wait to its end, with throttle.provider.name, throttle.limit.name
+// (the limit that made it wait) and throttle.outcome (admitted, or
+// cancelled when the request's context ended first, the span's status
+// then being Error). A child span rather than a span event "throttle.wait"
+// on the caller's span, because the wait is an interval, and a span is
+// the conventions' record of one: its start and end show in a trace view
+// where the time went before the request was sent, with no duration
+// attribute to read. And OpenTelemetry is deprecating the Span Event API
+// (OTEP 4430): new instrumentation is to emit events as logs, which would
+// need the Logs API, still unstable in Go.
+//
+// The span is started only when the context's span is recording, with
+// that span's TracerProvider: the throttle never starts a trace of its
+// own, and needs no TracerProvider option. Requests that go at once get
+// no span: there is nothing to show.
+package otel

@@ -1,0 +1,60 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// TestSyncAfterFlush: Redis forgot everything (FLUSHALL, as an empty
+// restart does) between a reservation and its response. The sync rebuilds
+// each limit's state from the vendor's figure, with a TTL, so the next
+// requests are held to what the vendor has left instead of a fresh quota.
+func TestSyncAfterFlush(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	req := stack("flush", gcra("peak", 10, time.Second, 10), window("hourly", 100, quota.Hour, nil))
+	a := reserve(t, st, req, 1, 0)
+	if !a.Allowed {
+		t.Fatalf("first request: %+v, want admitted", a)
+	}
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(ctx, []quota.Observed{{Item: 0, Remaining: 3}, {Item: 1, Remaining: 2}}); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	for key, ks := range snapshot(t, client, st.prefix) {
+		if ks.pttl <= 0 {
+			t.Errorf("key %s has TTL %v after the sync: it must expire", key, ks.pttl)
+		}
+	}
+	n := 0
+	for ; n < 20; n++ {
+		if !reserve(t, st, req, 1, 0).Allowed {
+			break
+		}
+	}
+	if n != 2 {
+		t.Errorf("after FLUSHALL and a sync to 3 (peak) and 2 (hourly): %d admitted, want 2", n)
+	}
+}
+
+// TestSyncUnknownOp: after.lua refuses an op it does not know instead of
+// misreading its arguments.
+func TestSyncUnknownOp(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	_, err := st.run(context.Background(), afterScript, []string{st.prefix + "k"}, []any{"", 0, 1, "bogus", "g", 1, 1, 1, 1})
+	if err == nil {
+		t.Fatal("after.lua with op bogus: no error")
+	}
+}
