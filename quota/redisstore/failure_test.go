@@ -402,7 +402,13 @@ func TestTimedOutCallsChargeAtMostOnce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	st, err := New(client, Options{Prefix: uniquePrefix(), Timeout: 100 * time.Millisecond})
+	// The timeout bounds every call, the running ones too: the first
+	// reserve's eviction-policy check and script load, and the one after
+	// the resume, which queues behind the calls left in the buffers. Under
+	// CPU contention (-race, a shared machine) 100ms was hit by those; a
+	// stopped Redis times a call out whatever the timeout, so 2s costs
+	// 2s and keeps scheduling noise from failing the running calls.
+	st, err := New(client, Options{Prefix: uniquePrefix(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
