@@ -8,6 +8,7 @@ import (
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSyncAfterFlush: Redis forgot everything (FLUSHALL, as an empty
@@ -56,5 +57,41 @@ func TestSyncUnknownOp(t *testing.T) {
 	_, err := st.run(context.Background(), afterScript, []string{st.prefix + "k"}, []any{"", 0, 1, "bogus", "g", 1, 1, 1, 1})
 	if err == nil {
 		t.Fatal("after.lua with op bogus: no error")
+	}
+}
+
+// TestAfterCombinesOps: one after.lua call runs a sync, a settle and a
+// lease release together, in order, an item key repeated per op: the
+// transport can do everything a response calls for in one round trip.
+func TestAfterCombinesOps(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	const now = int64(1_000_000_000)
+	g, c := st.prefix+"{t}g", st.prefix+"{t}c"
+	// A GCRA key (T 100µs, DVT 1000µs) whose tat a later reservation
+	// moved from this one's mark now+500 to now+1000, and a lease.
+	if err := client.Set(ctx, g, now+1000, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ZAdd(ctx, c, redis.Z{Score: float64(now + 5000), Member: "x"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.run(ctx, afterScript, []string{g, g, c}, []any{now, 0, 3,
+		"sync", "g", 100, 1000, 2, now + 500, // tat = now + 1000 - 2*100 + 500 (after)
+		"settle", "g", now + 500, 3, 100, // an excess of 3: + 300
+		"release", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != int64(3) {
+		t.Errorf("reply %v, want 3 entries that changed something", v)
+	}
+	if tat, _ := client.Get(ctx, g).Int64(); tat != now+1600 {
+		t.Errorf("tat now+%d, want now+1600 (synced to now+1300, then the excess)", tat-now)
+	}
+	if n := client.ZCard(ctx, c).Val(); n != 0 {
+		t.Errorf("%d leases left, want the lease released", n)
 	}
 }
