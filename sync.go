@@ -39,25 +39,18 @@ func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *pr
 		return
 	}
 	p := res.Provider
-	var obs []quota.Observed
 	var hold time.Duration
 	for _, rd := range readings {
-		name, ok := sc.Counters[rd.Counter]
-		if !ok || !rd.HasRemaining {
-			continue
-		}
-		if rd.Remaining == 0 && rd.HasReset {
+		if _, ok := sc.Counters[rd.Counter]; ok && rd.HasRemaining && rd.Remaining == 0 && rd.HasReset {
 			hold = max(hold, rd.Reset)
 		}
-		if rsv == nil || !rsv.Allowed {
-			continue
-		}
-		i := itemNamed(res.Request.Items, name)
-		if i < 0 || i >= len(rsv.Limits) {
-			continue // not in this request's stack
-		}
-		if r, ok := ourRemaining(rd, res.Request.Items[i].Limit.Capacity()); ok && r < rsv.Limits[i].Remaining {
-			obs = append(obs, quota.Observed{Item: i, Remaining: r})
+	}
+	var obs []quota.Observed
+	if rsv != nil && rsv.Allowed {
+		for _, o := range mapCounters(readings, res) {
+			if o.Item < len(rsv.Limits) && o.Remaining < rsv.Limits[o.Item].Remaining {
+				obs = append(obs, o)
+			}
 		}
 	}
 	if len(obs) == 0 && hold <= 0 {
@@ -75,21 +68,75 @@ func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *pr
 	}
 }
 
-// ourRemaining maps a vendor's counter onto a limit of capacity c: what
-// the limit may still admit at once. It maps on what the vendor says is
-// used, c - (limit - remaining), when the reading gives a limit, so that
-// the headroom between c and the vendor's limit is kept; otherwise it is
-// the vendor's remaining, at most c. ok is false when the reading says
-// nothing to drain to: no remaining, or a reset already due (the counter
-// is full again, whatever it reads).
-func ourRemaining(rd backoff.Reading, c int64) (int64, bool) {
+// mapCounters maps the readings onto res's stack per res.Sync: for each
+// reading of a counter the configuration maps to a limit of the stack,
+// the limit's index in res.Request.Items and what it may still admit at
+// once (ourRemaining). A counter mapped to a limit not in this request's
+// stack, or a reading with nothing to drain to, is left out.
+func mapCounters(readings []backoff.Reading, res *providers.Resolution) []quota.Observed {
+	var obs []quota.Observed
+	for _, rd := range readings {
+		name, ok := res.Sync.Counters[rd.Counter]
+		if !ok {
+			continue
+		}
+		i := itemNamed(res.Request.Items, name)
+		if i < 0 {
+			continue // not in this request's stack
+		}
+		if r, ok := ourRemaining(rd, res.Request.Items[i].Limit, res.Provider); ok {
+			obs = append(obs, quota.Observed{Item: i, Remaining: r})
+		}
+	}
+	return obs
+}
+
+// ourRemaining maps a vendor's counter onto lim, a limit of provider p:
+// what lim may still admit at once (docs/decisions.md, "Sync: used only
+// when the vendor's bucket is the limit's"). When the counter is the
+// bucket lim models (sameBucket), it maps on what the vendor says is
+// used, capacity - (limit - remaining), which keeps the headroom between
+// the capacity and the vendor's limit. Otherwise (a window of L modelled
+// as a GCRA whose burst is far below L, a vendor limit the configuration
+// does not know) it is the vendor's remaining, at most the capacity:
+// draining the burst only once the vendor has less left than it. ok is
+// false when the reading says nothing to drain to: no remaining, or a
+// reset already due (the counter is full again, whatever it reads).
+func ourRemaining(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (int64, bool) {
 	if !rd.HasRemaining || rd.HasReset && rd.Reset <= 0 {
 		return 0, false
 	}
-	if rd.HasLimit && rd.Limit > 0 {
+	c := lim.Capacity()
+	if sameBucket(rd, lim, p) {
 		return max(c-(rd.Limit-rd.Remaining), 0), true
 	}
 	return max(min(rd.Remaining, c), 0), true
+}
+
+// sameBucket reports whether the vendor's counter rd is the bucket lim
+// models: its limit, with p's headroom applied, is lim's capacity, and
+// the window it states, if any, is lim's period.
+func sameBucket(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) bool {
+	if !rd.HasLimit || rd.Limit <= 0 || p.Published(rd.Limit) != lim.Capacity() {
+		return false
+	}
+	return rd.Window == 0 || rd.Window == period(lim)
+}
+
+// period is the span lim's capacity is counted over: a GCRA's period, a
+// calendar window's nominal length (zero for a month, which no counter
+// states).
+func period(lim *quota.Limit) time.Duration {
+	if lim.Kind != quota.Window {
+		return lim.Period
+	}
+	switch lim.Calendar.Unit {
+	case quota.Hour:
+		return time.Hour
+	case quota.Day:
+		return 24 * time.Hour
+	}
+	return 0
 }
 
 // capDelay caps a vendor's hold at the provider's max_delay (Signals:

@@ -163,3 +163,88 @@ func TestE2ERedisRestartResyncs(t *testing.T) {
 		t.Errorf("after the restart the fleet sent %d more, want 35 (95 less the vendor's 60 used)", sent)
 	}
 }
+
+// windowYAML models a vendor's window of 100 per minute as GitHub's entry
+// in the catalog models its 5,000 per hour: a GCRA whose rate plus burst
+// is the window's quota (80/min burst 20), so that no window of the
+// vendor's sees more than 100 from the fleet alone, with the counters the
+// vendor publishes mapped onto it and GitHub's throttled signals.
+const windowYAML = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    signals:
+      throttled:
+        - {status: 429}
+        - {status: 403, header: X-RateLimit-Remaining, header_value: "0"}
+      max_delay: 5m
+    limits:
+      - {name: core, limit: 80/min burst 20}
+    sync: {format: x-ratelimit, counters: {core: core}}
+`
+
+// TestE2EWindowVendorKeepsBurst: a GitHub-style vendor (a fixed window of
+// 100 per minute, X-RateLimit-* with -Resource on every response, 403 with
+// remaining 0 when it throttles) whose account another client spends 30%
+// of, one request every 2 s; the fleet sends a burst of 20 every 10 s. The
+// vendor's window is not the limit's bucket (100 against a burst of 20),
+// so its counters drain the burst only once the vendor has less than the
+// burst left: 10, 20 and 30 s into every window, with the vendor well
+// short of its 100, the fleet sends what its GCRA refilled in 10 s (13 or
+// 14), where mapping the vendor's used count onto the burst drained it to
+// nothing as soon as the vendor had counted 20 in the window, and the
+// fleet sent one request per burst. The window's end still holds: the
+// fleet draws at most one throttled response per window.
+func TestE2EWindowVendorKeepsBurst(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	v := e2eVendor(t, throttletest.Options{
+		Enforcer: throttletest.Window(100, time.Minute),
+		Signal:   throttletest.GitHub403,
+		Clock:    clock.Now,
+	})
+	tr, _ := e2eTransport(t, windowYAML, v.Host(), throttle.WithClock(clock))
+	other := v.Client()
+	const (
+		seconds = 5 * 60
+		burst   = 20
+	)
+	sentAt := map[int]int{} // second -> requests of the burst the fleet sent
+	for s := 0; s < seconds; s++ {
+		if s%2 == 0 {
+			resp, err := other.Get(v.URL + "/other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if s%10 == 0 {
+			for i := 0; i < burst; i++ {
+				if !syncSend(t, tr, v.URL+"/fleet") {
+					sentAt[s]++
+				}
+			}
+		}
+		clock.Advance(time.Second)
+	}
+	for s := 0; s < seconds; s += 60 {
+		for _, into := range []int{10, 20, 30} {
+			if n := sentAt[s+into]; n < 13 {
+				t.Errorf("%ds into the window at %ds: the fleet sent %d of its burst, want at least the 13 its limit refilled in 10 s", into, s, n)
+			}
+		}
+	}
+	perWindow := map[time.Time]int{}
+	for _, a := range v.Arrivals() {
+		if a.Path == "/fleet" && a.Throttled {
+			perWindow[a.At.Truncate(time.Minute)]++
+		}
+	}
+	for w, n := range perWindow {
+		if n > 1 {
+			t.Errorf("window %s: the fleet drew %d throttled responses, want at most 1", w.Format("15:04"), n)
+		}
+	}
+}
