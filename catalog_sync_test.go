@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/backoff"
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
 )
 
 // TestCatalogSyncExamples reads each vendor's documented header example
@@ -267,6 +269,30 @@ providers:
 		got, _ := throttle.MapCounters(resp, &res, time.Now())
 		if got["interval"] != tc.want {
 			t.Errorf("limit %s: drained to %v, want %d", tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestSyncNeverAboveVendorOrCapacity: whatever the vendor's limit and
+// remaining, the configured limit and the headroom, a counter leaves the
+// limit at most what the vendor has left and at most its capacity, never
+// less than 0; on the same bucket at most what the other mapping leaves.
+func TestSyncNeverAboveVendorOrCapacity(t *testing.T) {
+	t.Parallel()
+	for _, headroom := range []float64{1, 0.95, 0.9, 0.5} {
+		p := &providers.Provider{Headroom: headroom}
+		for _, burst := range []int64{1, 19, 20, 45, 50, 95, 100} {
+			lim := &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 50, Period: time.Minute, Burst: burst}
+			for vl := int64(1); vl <= 120; vl++ {
+				for _, vr := range []int64{0, 1, vl / 2, vl - 1, vl} {
+					rd := backoff.Reading{Counter: "c", Limit: vl, HasLimit: true, Remaining: max(vr, 0), HasRemaining: true}
+					r, ok := throttle.OurRemaining(rd, lim, p)
+					if !ok || r < 0 || r > rd.Remaining || r > lim.Capacity() {
+						t.Fatalf("headroom %v, burst %d, vendor %d/%d: drained to %d (%v), want 0 to min(remaining, capacity)",
+							headroom, burst, rd.Remaining, vl, r, ok)
+					}
+				}
+			}
 		}
 	}
 }

@@ -20,3 +20,7 @@ func MapCounters(resp *http.Response, res *providers.Resolution, now time.Time) 
 	}
 	return out, errs
 }
+
+// OurRemaining is ourRemaining, for the property that a mapping never
+// leaves a limit more than the vendor has left nor more than its capacity.
+var OurRemaining = ourRemaining
