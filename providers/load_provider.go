@@ -20,78 +20,21 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 		return nil, nil
 	}
 	p := &Provider{Name: name, Headroom: 1}
-	var hostNodes []*yaml.Node
-	if n := f["hosts"]; n == nil {
-		l.add(v, path+".hosts", "missing: want a list of host names, e.g. [api.example.com, \"*.example.com\"]")
-	} else if items, ok := l.list(n, path+".hosts", "a list of host names"); ok {
-		if len(items) == 0 {
-			l.add(n, path+".hosts", "empty: want at least one host")
-		}
-		for i, it := range items {
-			if s, ok := l.str(it, index(path+".hosts", i), "a host name"); ok {
-				p.Hosts = append(p.Hosts, s)
-				hostNodes = append(hostNodes, it)
-			}
-		}
-	}
+	hostNodes := l.hosts(p, f["hosts"], v, path+".hosts")
 	if n := f["source"]; n != nil {
 		p.Source, _ = l.str(n, path+".source", "a URL")
 	}
 	if n := f["read"]; n != nil {
 		p.Read, _ = l.str(n, path+".read", "a date")
 	}
-	if n := f["on_limit"]; n != nil {
-		if i, ok := l.enum(n, path+".on_limit", "wait", "fail"); ok {
-			p.OnLimit = OnLimit(i)
-		}
-	}
-	if n := f["max_wait"]; n != nil {
-		if d, ok := l.duration(n, path+".max_wait", true); ok {
-			p.MaxWait = d
-			if d > quota.LongestWait {
-				l.add(n, path+".max_wait", "max_wait %v is above the longest wait a store grants, %v (about 71 years): "+
-					"no request waits that long; give the longest wait you mean, e.g. 24h to wait for a daily quota", d, quota.LongestWait)
-			} else if p.OnLimit == Fail {
-				l.add(n, path+".max_wait", "max_wait has no effect with on_limit: fail; remove it or use on_limit: wait")
-			}
-		}
-	} else if p.OnLimit == Wait {
-		p.MaxWait = DefaultMaxWait
-	}
-	bp := int64(10000)
-	if n := f["headroom"]; n != nil {
-		if s, ok := l.str(n, path+".headroom", "a share"); ok {
-			if v, ok := parseShare(s); ok {
-				bp = v
-				p.Headroom = float64(v) / 10000
-			} else {
-				l.add(n, path+".headroom", "want a share of the published limits above 0 and at most 100%%, e.g. 95%% or 0.95, got %q", s)
-			}
-		}
-	}
+	l.waiting(p, f, path)
+	bp := l.headroom(p, f["headroom"], path+".headroom")
 	if n := f["mode"]; n != nil {
 		if i, ok := l.enum(n, path+".mode", "enforce", "shadow"); ok {
 			p.Mode = Mode(i)
 		}
 	}
-	if n := f["on_store_error"]; n != nil {
-		if i, ok := l.enum(n, path+".on_store_error", "fail_closed", "fail_open", "local"); ok {
-			p.OnStoreError = StoreErrorPolicy(i)
-		}
-	}
-	if n := f["local_share"]; n != nil {
-		if s, ok := l.str(n, path+".local_share", "a share"); ok {
-			if v, ok := parseShare(s); !ok {
-				l.add(n, path+".local_share", "want a share of each rate above 0 and at most 100%%, e.g. 10%% or 0.1, got %q", s)
-			} else if p.OnStoreError != Local {
-				l.add(n, path+".local_share", "local_share only applies to on_store_error: local")
-			} else {
-				p.LocalShare = float64(v) / 10000
-			}
-		}
-	} else if p.OnStoreError == Local {
-		l.add(f["on_store_error"], path+".local_share", "missing: on_store_error: local needs local_share, the share of each rate one process may use alone, e.g. 10%%")
-	}
+	l.storeErrors(p, f, path)
 	if n := f["signals"]; n != nil {
 		p.Signals = l.signals(n, path+".signals")
 	}
@@ -119,6 +62,90 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	l.finish(p)
 	l.tenantKeys(p, append(limitNodes, routeNodes...), keys, path+".keys")
 	return p, hostNodes
+}
+
+// hosts decodes the provider's hosts (n, nil when missing from the
+// provider's mapping v) into p.Hosts, and returns the node of each.
+func (l *loader) hosts(p *Provider, n, v *yaml.Node, path string) []*yaml.Node {
+	var hostNodes []*yaml.Node
+	if n == nil {
+		l.add(v, path, "missing: want a list of host names, e.g. [api.example.com, \"*.example.com\"]")
+	} else if items, ok := l.list(n, path, "a list of host names"); ok {
+		if len(items) == 0 {
+			l.add(n, path, "empty: want at least one host")
+		}
+		for i, it := range items {
+			if s, ok := l.str(it, index(path, i), "a host name"); ok {
+				p.Hosts = append(p.Hosts, s)
+				hostNodes = append(hostNodes, it)
+			}
+		}
+	}
+	return hostNodes
+}
+
+// waiting decodes on_limit and max_wait: whether and how long a request
+// waits for its slot.
+func (l *loader) waiting(p *Provider, f map[string]*yaml.Node, path string) {
+	if n := f["on_limit"]; n != nil {
+		if i, ok := l.enum(n, path+".on_limit", "wait", "fail"); ok {
+			p.OnLimit = OnLimit(i)
+		}
+	}
+	if n := f["max_wait"]; n != nil {
+		if d, ok := l.duration(n, path+".max_wait", true); ok {
+			p.MaxWait = d
+			if d > quota.LongestWait {
+				l.add(n, path+".max_wait", "max_wait %v is above the longest wait a store grants, %v (about 71 years): "+
+					"no request waits that long; give the longest wait you mean, e.g. 24h to wait for a daily quota", d, quota.LongestWait)
+			} else if p.OnLimit == Fail {
+				l.add(n, path+".max_wait", "max_wait has no effect with on_limit: fail; remove it or use on_limit: wait")
+			}
+		}
+	} else if p.OnLimit == Wait {
+		p.MaxWait = DefaultMaxWait
+	}
+}
+
+// headroom decodes the share of the published limits the provider uses
+// (n, nil when not given) into p.Headroom, and returns it in basis points,
+// as the limits are scaled.
+func (l *loader) headroom(p *Provider, n *yaml.Node, path string) int64 {
+	bp := int64(10000)
+	if n != nil {
+		if s, ok := l.str(n, path, "a share"); ok {
+			if v, ok := parseShare(s); ok {
+				bp = v
+				p.Headroom = float64(v) / 10000
+			} else {
+				l.add(n, path, "want a share of the published limits above 0 and at most 100%%, e.g. 95%% or 0.95, got %q", s)
+			}
+		}
+	}
+	return bp
+}
+
+// storeErrors decodes on_store_error and local_share: what a request does
+// when the store cannot be reached.
+func (l *loader) storeErrors(p *Provider, f map[string]*yaml.Node, path string) {
+	if n := f["on_store_error"]; n != nil {
+		if i, ok := l.enum(n, path+".on_store_error", "fail_closed", "fail_open", "local"); ok {
+			p.OnStoreError = StoreErrorPolicy(i)
+		}
+	}
+	if n := f["local_share"]; n != nil {
+		if s, ok := l.str(n, path+".local_share", "a share"); ok {
+			if v, ok := parseShare(s); !ok {
+				l.add(n, path+".local_share", "want a share of each rate above 0 and at most 100%%, e.g. 10%% or 0.1, got %q", s)
+			} else if p.OnStoreError != Local {
+				l.add(n, path+".local_share", "local_share only applies to on_store_error: local")
+			} else {
+				p.LocalShare = float64(v) / 10000
+			}
+		}
+	} else if p.OnStoreError == Local {
+		l.add(f["on_store_error"], path+".local_share", "missing: on_store_error: local needs local_share, the share of each rate one process may use alone, e.g. 10%%")
+	}
 }
 
 // tenantKeys checks that, with keys per tenant, every limit of the
