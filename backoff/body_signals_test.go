@@ -11,7 +11,7 @@ import (
 )
 
 // Tests of the signals that bodies and the should-retry headers carry:
-// Classify with Signals.Body and ShouldRetry, and Policy obeying them.
+// Classify with Signals.Body and shouldRetry, and Policy obeying them.
 
 var (
 	discord  = &Signals{Body: BodyDiscord, DelayHeaders: []string{"X-RateLimit-Reset-After"}, MaxDelay: 2 * time.Minute}
@@ -93,8 +93,8 @@ func TestClassifyOpenAIBillingStop(t *testing.T) {
 			Verdict{Ignored: true, QuotaExhausted: true}, billing},
 		{"rate limit", response(429, `{"error":{"message":"Rate limit reached: insufficient_quota is not this","code":"rate_limit_exceeded"}}`,
 			"X-Ratelimit-Reset-Requests", "1s"), openaiV2,
-			Verdict{Throttled: true, Retryable: true, Delay: time.Second, Source: "x-ratelimit-reset-requests"}, ""},
-		{"not JSON", response(429, `insufficient_quota`), openaiV2, Verdict{Throttled: true, Retryable: true}, ""},
+			Verdict{Throttled: true, retryable: true, Delay: time.Second, Source: "x-ratelimit-reset-requests"}, ""},
+		{"not JSON", response(429, `insufficient_quota`), openaiV2, Verdict{Throttled: true, retryable: true}, ""},
 		{"a 400 is not a 429", response(400, billing), openaiV2, Verdict{}, ""},
 		{"without Body, the ignore rule only", response(429, billing), openai, Verdict{Ignored: true}, ""},
 	}
@@ -120,12 +120,12 @@ func TestClassifyShouldRetry(t *testing.T) {
 		sig  *Signals
 		want Verdict
 	}{
-		{"409 lock with true", response(409, "", "Stripe-Should-Retry", "true"), nil, Verdict{Retryable: true, RetrySaid: true}},
+		{"409 lock with true", response(409, "", "Stripe-Should-Retry", "true"), nil, Verdict{retryable: true, retrySaid: true}},
 		{"429 with false: throttled, not retryable", response(429, "", "Stripe-Should-Retry", "false", "Retry-After", "1"), nil,
-			Verdict{Throttled: true, RetrySaid: true, Delay: time.Second, Source: "Retry-After"}},
-		{"x-should-retry false on a 500", response(500, "", "x-should-retry", "false"), nil, Verdict{RetrySaid: true}},
-		{"true on a success is no retry", response(200, "", "X-Should-Retry", "TRUE"), nil, Verdict{RetrySaid: true}},
-		{"disagreeing: false wins", response(503, "", "Stripe-Should-Retry", "true", "X-Should-Retry", "false"), nil, Verdict{RetrySaid: true}},
+			Verdict{Throttled: true, retrySaid: true, Delay: time.Second, Source: "Retry-After"}},
+		{"x-should-retry false on a 500", response(500, "", "x-should-retry", "false"), nil, Verdict{retrySaid: true}},
+		{"true on a success is no retry", response(200, "", "X-Should-Retry", "TRUE"), nil, Verdict{retrySaid: true}},
+		{"disagreeing: false wins", response(503, "", "Stripe-Should-Retry", "true", "X-Should-Retry", "false"), nil, Verdict{retrySaid: true}},
 		{"another value says nothing", response(503, "", "X-Should-Retry", "maybe"), nil, Verdict{}},
 		{"an ignored response stays ignored", response(429, "insufficient_quota", "X-Should-Retry", "true"), openai, Verdict{Ignored: true}},
 	}

@@ -15,34 +15,34 @@ type Verdict struct {
 	// Signals.Ignore. A transport pauses the provider on it.
 	Throttled bool
 
-	// Retryable reports that the request may be retried whatever its
-	// method, once Delay has passed: because the vendor refused it for
-	// rate without processing it (Throttled), or because the vendor said
-	// so (RetrySaid). When the vendor said nothing, it is true exactly when
-	// Throttled is; whether a 5xx or a failed connection may be retried
-	// then depends on the request, which Policy decides.
-	Retryable bool
+	// retryable reports, for Policy, that the request may be retried
+	// whatever its method, once Delay has passed: because the vendor
+	// refused it for rate without processing it (Throttled), or because
+	// the vendor said so (retrySaid). When the vendor said nothing, it is
+	// true exactly when Throttled is; whether a 5xx or a failed connection
+	// may be retried then depends on the request, which Policy decides.
+	retryable bool
 
-	// RetrySaid reports that the vendor said whether to retry, with
-	// Stripe-Should-Retry or X-Should-Retry (see ShouldRetry): then
-	// Retryable is its word, overriding the rules above. "true" makes an
+	// retrySaid reports that the vendor said whether to retry, with
+	// Stripe-Should-Retry or X-Should-Retry (see shouldRetry): then
+	// retryable is its word, overriding the rules above. "true" makes an
 	// error response (status 400 or more) retryable whatever its status
 	// and method, e.g. Stripe's 409 lock_timeout or a 5xx to a POST;
 	// "false" makes nothing retryable, a throttled response included
 	// (which is still Throttled: the vendor throttled it). A "true" on a
 	// success is not a reason to send it again. An Ignored response is
 	// never retried, whatever the vendor says.
-	RetrySaid bool
+	retrySaid bool
 
 	// Ignored reports that the response matched Signals.Ignore, or is a
 	// billing stop (QuotaExhausted): it looks throttled but is not a rate
-	// limit, so it is neither paused on nor retried. Throttled, Retryable
-	// and RetrySaid are false and Delay is zero.
+	// limit, so it is neither paused on nor retried. Throttled is false
+	// and Delay is zero.
 	Ignored bool
 
 	// QuotaExhausted reports a billing stop (with Signals.Body
-	// BodyOpenAI: OpenAI's 429 "insufficient_quota", see
-	// OpenAIBillingStop): the account's quota or spend limit is used up,
+	// BodyOpenAI: OpenAI's 429 "insufficient_quota" with
+	// error.code or error.type insufficient_quota): the account's quota or spend limit is used up,
 	// and waiting does not help. Ignored is true too. A client should
 	// report it as an error of its own, not as a throttle.
 	QuotaExhausted bool
@@ -85,8 +85,8 @@ const (
 // Classify reads the throttling signals of resp by the rules of s (nil
 // means the zero Signals: a 429 is throttled) at time now.
 //
-// Signals.Ignore is checked first: a match is Ignored, neither Throttled
-// nor Retryable, with no Delay. Then Signals.Rules, or the default 429,
+// Signals.Ignore is checked first: a match is Ignored, not Throttled and
+// never retried, with no Delay. Then Signals.Rules, or the default 429,
 // decide Throttled.
 //
 // The delay of a throttled response is read from the first of these
@@ -104,7 +104,8 @@ const (
 // delay is capped at Signals.MaxDelay. A throttled response with no usable
 // delay gets Signals.DefaultDelay, if set (Source "default_delay").
 //
-// With Signals.Body BodyOpenAI, a billing stop (OpenAIBillingStop) is
+// With Signals.Body BodyOpenAI, a billing stop (OpenAI's 429
+// insufficient_quota) is
 // checked before Signals.Ignore and is Ignored and QuotaExhausted. With
 // BodyDiscord, a throttled 429's body is read first: a positive
 // retry_after is the delay (Source "body retry_after"), before any header,
@@ -114,8 +115,9 @@ const (
 // that is negative, huge or not a number, is Err, and the headers give the
 // delay as without a body.
 //
-// Last, Stripe-Should-Retry and X-Should-Retry (ShouldRetry) set RetrySaid
-// and Retryable on any response that is not Ignored.
+// Last, Stripe-Should-Retry and X-Should-Retry are read on any response
+// that is not Ignored: the vendor's word on retrying, which Policy follows
+// over its own rules.
 //
 // One zero is not skipped: a retry-after-ms or Retry-After of zero seconds
 // ("0", "0.0") is the vendor saying "retry now" (RFC 9110 allows
@@ -140,7 +142,7 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 	if s != nil {
 		sig = *s
 	}
-	if sig.Body == BodyOpenAI && OpenAIBillingStop(resp) {
+	if sig.Body == BodyOpenAI && openAIBillingStop(resp) {
 		return Verdict{Ignored: true, QuotaExhausted: true}
 	}
 	m := matcher{resp: resp}
@@ -159,7 +161,7 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 			break
 		}
 	}
-	v := Verdict{Throttled: throttled, Retryable: throttled}
+	v := Verdict{Throttled: throttled, retryable: throttled}
 	if throttled && sig.Body == BodyDiscord {
 		v.Delay, v.Source, v.Global, v.Err = discordSignal(resp, sig.maxDelay())
 	}
@@ -172,9 +174,9 @@ func Classify(resp *http.Response, s *Signals, now time.Time) Verdict {
 			v.Delay = min(v.Delay, max)
 		}
 	}
-	if retry, ok := ShouldRetry(resp.Header); ok {
-		v.RetrySaid = true
-		v.Retryable = retry && (throttled || resp.StatusCode >= 400)
+	if retry, ok := shouldRetry(resp.Header); ok {
+		v.retrySaid = true
+		v.retryable = retry && (throttled || resp.StatusCode >= 400)
 	}
 	return v
 }
@@ -187,7 +189,7 @@ const sourceDiscordBody = "body retry_after"
 // not positive), whether the limit is global (the body, or the headers
 // Discord sends with it), and why the body could not be read.
 func discordSignal(resp *http.Response, max time.Duration) (time.Duration, string, bool, error) {
-	dr, ok, err := ReadDiscordRateLimit(resp)
+	dr, ok, err := readDiscordRateLimit(resp)
 	global := dr.Global || strings.EqualFold(strings.TrimSpace(first(resp.Header, "X-RateLimit-Global")), "true") ||
 		strings.EqualFold(strings.TrimSpace(first(resp.Header, "X-RateLimit-Scope")), "global")
 	if !ok || dr.RetryAfter <= 0 || max <= 0 {

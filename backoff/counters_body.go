@@ -35,14 +35,12 @@ func decodeBody(resp *http.Response, field string, v any) (bool, error) {
 	return true, nil
 }
 
-// shopifyCost is the part of a Shopify GraphQL response the readers use.
+// shopifyCost is the part of a Shopify GraphQL response ReadCounters uses.
 // Pointers tell an absent or null field from a zero.
 type shopifyCost struct {
 	Extensions *struct {
 		Cost *struct {
-			RequestedQueryCost *float64 `json:"requestedQueryCost"`
-			ActualQueryCost    *float64 `json:"actualQueryCost"`
-			ThrottleStatus     *struct {
+			ThrottleStatus *struct {
 				MaximumAvailable   *float64 `json:"maximumAvailable"`
 				CurrentlyAvailable *float64 `json:"currentlyAvailable"`
 				RestoreRate        *float64 `json:"restoreRate"`
@@ -135,61 +133,11 @@ func readShopifyGraphQL(r *reader, resp *http.Response) {
 	r.add(rd)
 }
 
-// QueryCost is the cost of one Shopify GraphQL query, from the body's
-// extensions.cost, in cost points rounded up (Shopify documents
-// fractional costs; rounding up never undercounts).
-type QueryCost struct {
-	// Requested is requestedQueryCost: what the query was charged before
-	// it ran. Valid when HasRequested.
-	Requested    int64
-	HasRequested bool
-
-	// Actual is actualQueryCost: what it cost, the difference being
-	// refunded. Null, so not HasActual, when the query was throttled.
-	Actual    int64
-	HasActual bool
-}
-
-// ReadQueryCost reads the cost of the Shopify GraphQL query resp answers,
-// for settling the cost charged up front against the actual one. A body
-// without extensions.cost gives the zero QueryCost and no error; a body
-// that is not JSON, was cut at MaxBodyPeek, or has a cost that is not a
-// non-negative number gives an error wrapping ErrMalformed (with whatever
-// could be read). It reads the body as ReadCounters does.
-func ReadQueryCost(resp *http.Response) (QueryCost, error) {
-	var qc QueryCost
-	if resp == nil {
-		return qc, nil
-	}
-	c, err := readShopifyCost(resp)
-	if c == nil {
-		return qc, err
-	}
-	var errs []string
-	read := func(name string, v *float64) (int64, bool) {
-		if v == nil {
-			return 0, false
-		}
-		n, why := floatCount(*v, up)
-		if why != "" {
-			errs = append(errs, fmt.Sprintf("%s %v: %s", name, *v, why))
-			return 0, false
-		}
-		return n, true
-	}
-	qc.Requested, qc.HasRequested = read("requestedQueryCost", c.Extensions.Cost.RequestedQueryCost)
-	qc.Actual, qc.HasActual = read("actualQueryCost", c.Extensions.Cost.ActualQueryCost)
-	if len(errs) > 0 {
-		return qc, fmt.Errorf("%w: %s: %s", ErrMalformed, costField, strings.Join(errs, "; "))
-	}
-	return qc, nil
-}
-
-// DiscordRateLimit is what Discord's 429 body says (docs.discord.com
+// discordRateLimit is what Discord's 429 body says (docs.discord.com
 // developers/topics/rate-limits, "rate limit response structure", read
 // 2026-11-24): {"message": "You are being rate limited.", "retry_after":
 // 64.57, "global": false}.
-type DiscordRateLimit struct {
+type discordRateLimit struct {
 	// RetryAfter is retry_after: how long to wait, from decimal seconds.
 	RetryAfter time.Duration
 	// Global is global: the bot's global limit was hit, not a route's,
@@ -197,13 +145,13 @@ type DiscordRateLimit struct {
 	Global bool
 }
 
-// ReadDiscordRateLimit reads Discord's 429 body. It reads only a 429's
+// readDiscordRateLimit reads Discord's 429 body. It reads only a 429's
 // body and reports ok only when the body has a retry_after; a retry_after
 // that is negative, more than a year or not a number, or a body that is
 // not JSON, gives an error wrapping ErrMalformed. It reads the body as
 // ReadCounters does.
-func ReadDiscordRateLimit(resp *http.Response) (DiscordRateLimit, bool, error) {
-	var d DiscordRateLimit
+func readDiscordRateLimit(resp *http.Response) (discordRateLimit, bool, error) {
+	var d discordRateLimit
 	if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		return d, false, nil
 	}
@@ -231,7 +179,7 @@ func ReadDiscordRateLimit(resp *http.Response) (DiscordRateLimit, bool, error) {
 	return d, true, nil
 }
 
-// OpenAIBillingStop reports whether resp is OpenAI's 429 for an exhausted
+// openAIBillingStop reports whether resp is OpenAI's 429 for an exhausted
 // quota or spend limit: error code or type "insufficient_quota" ("You
 // exceeded your current quota, please check your plan and billing
 // details", help.openai.com article 6891831 and the API's error-codes
@@ -241,7 +189,7 @@ func ReadDiscordRateLimit(resp *http.Response) (DiscordRateLimit, bool, error) {
 // a body that is not OpenAI's error JSON, is false. (Reports of a
 // "billing_hard_limit_reached" code show it on 400s, which are never
 // retried, and OpenAI does not document it; it is not recognised.)
-func OpenAIBillingStop(resp *http.Response) bool {
+func openAIBillingStop(resp *http.Response) bool {
 	if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		return false
 	}
@@ -269,13 +217,13 @@ const (
 	headerShouldRetry       = "X-Should-Retry"
 )
 
-// ShouldRetry reads the vendor's own say on retrying a response:
+// shouldRetry reads the vendor's own say on retrying a response:
 // Stripe-Should-Retry or X-Should-Retry, "true" or "false" in any case.
 // ok is false when neither says (absent, or another value). When they, or
 // repeated values, disagree, false wins: a retry the vendor may have
 // refused can repeat a side effect, a retry skipped only fails one
 // request.
-func ShouldRetry(h http.Header) (retry, ok bool) {
+func shouldRetry(h http.Header) (retry, ok bool) {
 	for _, name := range []string{headerStripeShouldRetry, headerShouldRetry} {
 		for _, v := range h.Values(name) {
 			switch v = strings.TrimSpace(v); {

@@ -119,12 +119,13 @@ const (
 	// ShopifyGraphQL reads the JSON body's extensions.cost.throttleStatus
 	// as counter "default": Limit maximumAvailable, Remaining
 	// currentlyAvailable (both rounded down), Reset the time to restore
-	// the difference at restoreRate per second. See also ReadQueryCost.
+	// the difference at restoreRate per second.
 	ShopifyGraphQL
 
 	// Discord reads X-RateLimit-Limit, -Remaining, -Reset-After (or
 	// -Reset, an epoch), -Bucket (the counter's name, or "default"),
-	// -Scope and -Global (Reading.Scope). See also ReadDiscordRateLimit.
+	// -Scope and -Global (Reading.Scope). Classify reads its 429 body
+	// too, with Signals.Body BodyDiscord.
 	Discord
 
 	// Salesforce reads Sforce-Limit-Info ("api-usage=18/5000;

@@ -85,16 +85,13 @@ func FuzzReadCounters(f *testing.F) {
 			rs, errs := ReadCounters(resp, fm, now)
 			checkReadings(t, fm, rs, errs)
 		}
-		if qc, err := ReadQueryCost(resp); qc.Requested < 0 || qc.Actual < 0 || (err != nil && !errors.Is(err, ErrMalformed)) {
-			t.Fatalf("ReadQueryCost = %+v, %v", qc, err)
-		}
-		d, ok, err := ReadDiscordRateLimit(resp)
+		d, ok, err := readDiscordRateLimit(resp)
 		if d.RetryAfter < 0 || d.RetryAfter > maxReset || (ok && err != nil) || (err != nil && !errors.Is(err, ErrMalformed)) {
-			t.Fatalf("ReadDiscordRateLimit = %+v, %v, %v", d, ok, err)
+			t.Fatalf("readDiscordRateLimit = %+v, %v, %v", d, ok, err)
 		}
-		OpenAIBillingStop(resp)
-		if retry, ok := ShouldRetry(h); retry && !ok {
-			t.Fatal("ShouldRetry: retry without a say")
+		openAIBillingStop(resp)
+		if retry, ok := shouldRetry(h); retry && !ok {
+			t.Fatal("shouldRetry: retry without a say")
 		}
 		if got, err := io.ReadAll(resp.Body); err != nil || string(got) != body {
 			t.Fatalf("body after the readers = %q, %v; want %q", got, err, body)

@@ -679,46 +679,8 @@ func TestFormatNames(t *testing.T) {
 	}
 }
 
-func TestReadQueryCost(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name   string
-		body   string
-		want   QueryCost
-		errHas string
-	}{
-		{"docs example", shopifyBody("252", "12", "1000.0", "988.0", "50.0"), QueryCost{252, true, 12, true}, ""},
-		{"throttled", shopifyBody("202", "null", "1000.0", "50.0", "50.0"), QueryCost{Requested: 202, HasRequested: true}, ""},
-		{"fractions round up", shopifyBody("10.2", "3.5", "1", "1", "1"), QueryCost{11, true, 4, true}, ""},
-		{"negative", shopifyBody("-1", "2", "1", "1", "1"), QueryCost{Actual: 2, HasActual: true}, "requestedQueryCost -1: negative"},
-		{"huge", shopifyBody("1", "1e16", "1", "1", "1"), QueryCost{Requested: 1, HasRequested: true}, "actualQueryCost 1e+16: too large"},
-		{"no cost", `{"data":{}}`, QueryCost{}, ""},
-		{"no body", "", QueryCost{}, ""},
-		{"not json", "nope", QueryCost{}, "not JSON"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			resp := response(200, tc.body)
-			got, err := ReadQueryCost(resp)
-			if got != tc.want {
-				t.Errorf("ReadQueryCost = %+v, want %+v", got, tc.want)
-			}
-			if (err != nil) != (tc.errHas != "") || (err != nil && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.errHas))) {
-				t.Errorf("error = %v, want ErrMalformed with %q", err, tc.errHas)
-			}
-			if b, _ := io.ReadAll(resp.Body); string(b) != tc.body {
-				t.Errorf("body after = %q", b)
-			}
-		})
-	}
-	if got, err := ReadQueryCost(nil); got != (QueryCost{}) || err != nil {
-		t.Errorf("nil response: %v, %v", got, err)
-	}
-}
-
-// TestShopifyBodyReadOnce: the counters and the cost come from one read
-// of the body, which the caller still gets whole.
+// TestShopifyBodyReadOnce: two readings of the counters come from one
+// read of the body, which the caller still gets whole.
 func TestShopifyBodyReadOnce(t *testing.T) {
 	t.Parallel()
 	body := shopifyBody("252", "12", "1000.0", "988.0", "50.0")
@@ -726,9 +688,9 @@ func TestShopifyBodyReadOnce(t *testing.T) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: orig}
 	rs, errs := ReadCounters(resp, ShopifyGraphQL, now)
 	wrapped := resp.Body
-	qc, err := ReadQueryCost(resp)
-	if len(rs) != 1 || rs[0].Remaining != 988 || errs != nil || qc.Actual != 12 || err != nil {
-		t.Fatalf("readings %v %v, cost %v %v", rs, errs, qc, err)
+	again, errs2 := ReadCounters(resp, ShopifyGraphQL, now)
+	if len(rs) != 1 || rs[0].Remaining != 988 || errs != nil || len(again) != 1 || again[0] != rs[0] || errs2 != nil {
+		t.Fatalf("readings %v %v, again %v %v", rs, errs, again, errs2)
 	}
 	if resp.Body != wrapped {
 		t.Error("second reader wrapped the body again")
@@ -747,31 +709,31 @@ func TestReadDiscordRateLimit(t *testing.T) {
 		name   string
 		status int
 		body   string
-		want   DiscordRateLimit
+		want   discordRateLimit
 		ok     bool
 		errHas string
 	}{
 		// docs.discord.com rate-limits, "exceeding a rate limit".
 		{"route", 429, `{"message": "You are being rate limited.", "retry_after": 64.57, "global": false}`,
-			DiscordRateLimit{RetryAfter: 64*time.Second + 570*time.Millisecond}, true, ""},
+			discordRateLimit{RetryAfter: 64*time.Second + 570*time.Millisecond}, true, ""},
 		{"global", 429, `{"message": "You are being rate limited.", "retry_after": 1.5, "global": true}`,
-			DiscordRateLimit{RetryAfter: 1500 * time.Millisecond, Global: true}, true, ""},
-		{"no retry_after", 429, `{"message": "nope", "global": true}`, DiscordRateLimit{Global: true}, false, ""},
-		{"not a 429", 200, `{"retry_after": 5}`, DiscordRateLimit{}, false, ""},
-		{"cloudflare html", 429, `<html>error 1015</html>`, DiscordRateLimit{}, false, "not JSON"},
-		{"negative", 429, `{"retry_after": -1}`, DiscordRateLimit{}, false, "negative"},
-		{"huge", 429, `{"retry_after": 1e300}`, DiscordRateLimit{}, false, "more than a year"},
-		{"wrong type", 429, `{"retry_after": "5"}`, DiscordRateLimit{}, false, "not JSON of the expected shape"},
-		{"empty", 429, ``, DiscordRateLimit{}, false, ""},
+			discordRateLimit{RetryAfter: 1500 * time.Millisecond, Global: true}, true, ""},
+		{"no retry_after", 429, `{"message": "nope", "global": true}`, discordRateLimit{Global: true}, false, ""},
+		{"not a 429", 200, `{"retry_after": 5}`, discordRateLimit{}, false, ""},
+		{"cloudflare html", 429, `<html>error 1015</html>`, discordRateLimit{}, false, "not JSON"},
+		{"negative", 429, `{"retry_after": -1}`, discordRateLimit{}, false, "negative"},
+		{"huge", 429, `{"retry_after": 1e300}`, discordRateLimit{}, false, "more than a year"},
+		{"wrong type", 429, `{"retry_after": "5"}`, discordRateLimit{}, false, "not JSON of the expected shape"},
+		{"empty", 429, ``, discordRateLimit{}, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			resp := response(tc.status, tc.body)
 			body := resp.Body
-			got, ok, err := ReadDiscordRateLimit(resp)
+			got, ok, err := readDiscordRateLimit(resp)
 			if got != tc.want || ok != tc.ok {
-				t.Errorf("ReadDiscordRateLimit = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+				t.Errorf("readDiscordRateLimit = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
 			}
 			if (err != nil) != (tc.errHas != "") || (err != nil && (!errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.errHas))) {
 				t.Errorf("error = %v, want ErrMalformed with %q", err, tc.errHas)
@@ -784,7 +746,7 @@ func TestReadDiscordRateLimit(t *testing.T) {
 			}
 		})
 	}
-	if _, ok, err := ReadDiscordRateLimit(nil); ok || err != nil {
+	if _, ok, err := readDiscordRateLimit(nil); ok || err != nil {
 		t.Error("nil response read")
 	}
 }
@@ -812,15 +774,15 @@ func TestOpenAIBillingStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			resp := response(tc.status, tc.body)
-			if got := OpenAIBillingStop(resp); got != tc.want {
-				t.Errorf("OpenAIBillingStop = %v, want %v", got, tc.want)
+			if got := openAIBillingStop(resp); got != tc.want {
+				t.Errorf("openAIBillingStop = %v, want %v", got, tc.want)
 			}
 			if b, _ := io.ReadAll(resp.Body); string(b) != tc.body {
 				t.Errorf("body after = %q", b)
 			}
 		})
 	}
-	if OpenAIBillingStop(nil) {
+	if openAIBillingStop(nil) {
 		t.Error("nil response is a billing stop")
 	}
 }
@@ -846,11 +808,11 @@ func TestShouldRetry(t *testing.T) {
 		for i := 0; i+1 < len(tc.kv); i += 2 {
 			h.Add(tc.kv[i], tc.kv[i+1])
 		}
-		if retry, ok := ShouldRetry(h); retry != tc.retry || ok != tc.ok {
-			t.Errorf("%s: ShouldRetry = %v, %v; want %v, %v", tc.name, retry, ok, tc.retry, tc.ok)
+		if retry, ok := shouldRetry(h); retry != tc.retry || ok != tc.ok {
+			t.Errorf("%s: shouldRetry = %v, %v; want %v, %v", tc.name, retry, ok, tc.retry, tc.ok)
 		}
 	}
-	if retry, ok := ShouldRetry(nil); retry || ok {
+	if retry, ok := shouldRetry(nil); retry || ok {
 		t.Error("nil header says something")
 	}
 }

@@ -32,9 +32,7 @@
 // [PassthroughErrorHandler] makes an exhausted retry loop return the last
 // response instead of an error. A transport that sends through
 // retryablehttp should record the request in its context with
-// [WithRequest], since CheckRetry is not given the request; [Retryable]
-// and [FitsDeadline] are the rules the policy applies, exported for the
-// transport's own use.
+// [WithRequest], since CheckRetry is not given the request.
 //
 // Headers and bodies come from the network and are untrusted: nothing in
 // this package panics on any input, and Classify reads at most
@@ -62,25 +60,16 @@
 // a reset already past reads as 0, and counts of 10^15 or more and resets
 // more than a year ahead are rejected rather than saturated.
 //
-// Smaller readers give what a later retry or pause decision needs:
-// [ReadQueryCost] (a Shopify GraphQL query's requested and actual cost),
-// [ReadDiscordRateLimit] (Discord's 429 body: the delay and whether the
-// limit is the bot's global one), [OpenAIBillingStop] (OpenAI's 429
-// "insufficient_quota", a billing stop that waiting does not cure) and
-// [ShouldRetry] (Stripe-Should-Retry and X-Should-Retry). Like
-// ReadCounters and Classify, they never read the clock, read at most
-// MaxBodyPeek bytes of a body and give it back whole.
-//
 // # Bodies and the vendor's word on retrying
 //
-// Classify and Policy use those readers. [Signals.Body] opts a vendor in:
+// [Signals.Body] opts a vendor in to having its 429 bodies read:
 // with [BodyDiscord] a throttled 429's retry_after is the delay, before
 // any header, and its global flag sets [Verdict.Global] (the account's
 // global limit, which a transport pauses provider-wide); with
 // [BodyOpenAI] a billing stop is [Verdict.Ignored] and
 // [Verdict.QuotaExhausted], never retried nor paused on. A body that
 // cannot be read is [Verdict.Err] and the headers decide. For every
-// vendor, Stripe-Should-Retry and X-Should-Retry set [Verdict.RetrySaid]
-// and overrule Policy both ways: true retries any error response, false
+// vendor, Stripe-Should-Retry and X-Should-Retry overrule Policy both
+// ways: true retries any error response, false
 // retries nothing.
 package backoff

@@ -22,8 +22,8 @@ func ExampleClassify() {
 		Body:       io.NopCloser(strings.NewReader(`{"errors":"Exceeded 2 calls per second for api client."}`)),
 	}
 	v := backoff.Classify(resp, nil, now)
-	fmt.Println(v.Throttled, v.Retryable, v.Delay, v.Source)
-	// Output: true true 2s Retry-After
+	fmt.Println(v.Throttled, v.Delay, v.Source)
+	// Output: true 2s Retry-After
 }
 
 func ExampleClassify_ignore() {
@@ -46,14 +46,14 @@ func ExampleClassify_ignore() {
 		Body:       io.NopCloser(strings.NewReader(`{"error":{"code":"rate_limit_exceeded"}}`)),
 	}
 	v = backoff.Classify(limited, openai, now)
-	fmt.Printf("rate: throttled %v, retryable %v, delay %v from %s\n", v.Throttled, v.Retryable, v.Delay, v.Source)
+	fmt.Printf("rate: throttled %v, delay %v from %s\n", v.Throttled, v.Delay, v.Source)
 
 	// The body is still there for the caller.
 	body, _ := io.ReadAll(billing.Body)
 	fmt.Println(string(body))
 	// Output:
 	// billing: throttled false, ignored true, quota exhausted true
-	// rate: throttled true, retryable true, delay 6m0s from x-ratelimit-reset-requests
+	// rate: throttled true, delay 6m0s from x-ratelimit-reset-requests
 	// {"error":{"code":"insufficient_quota"}}
 }
 

@@ -108,7 +108,7 @@ func FuzzClassify(f *testing.F) {
 		withBody := func(b string) *Signals { c := *s; c.Body = b; return &c }
 		for _, sig := range []*Signals{nil, s, withBody(BodyDiscord), withBody(BodyOpenAI)} {
 			v := Classify(resp, sig, now)
-			if (!v.RetrySaid && v.Retryable != v.Throttled) || (v.Ignored && (v.Throttled || v.Retryable || v.Delay != 0)) ||
+			if (!v.retrySaid && v.retryable != v.Throttled) || (v.Ignored && (v.Throttled || v.retryable || v.Delay != 0)) ||
 				(v.QuotaExhausted && !v.Ignored) {
 				t.Fatalf("Classify = %+v: inconsistent verdict", v)
 			}

@@ -36,13 +36,12 @@ var ErrNoResponse = errors.New("backoff: retries ended without a response or an 
 //     throttled request was not processed), unless Signals.Ignore matches
 //     it; a 403 is retried only this way (GitHub, Salesforce);
 //   - its status is 5xx other than 501 (or 0), and the request is
-//     idempotent or carries an Idempotency-Key (see Retryable).
+//     idempotent or carries an Idempotency-Key.
 //
 // The vendor's own word overrides both rules: a response with
 // Stripe-Should-Retry or X-Should-Retry "false" is never retried, and an
 // error response (400 or more) with "true" is retried whatever its status
-// and method, e.g. Stripe's 409 lock_timeout or a 503 to a POST (see
-// Verdict.RetrySaid). A response the Signals ignore (a billing stop
+// and method, e.g. Stripe's 409 lock_timeout or a 503 to a POST. A response the Signals ignore (a billing stop
 // included) is never retried, whatever the vendor says.
 //
 // A failed request (no response) is retried when the request is
@@ -140,8 +139,8 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 	switch {
 	case v.Ignored:
 		return false, nil
-	case v.RetrySaid:
-		if !v.Retryable {
+	case v.retrySaid:
+		if !v.retryable {
 			return false, nil
 		}
 	case v.Throttled:
@@ -149,7 +148,7 @@ func (p *Policy) CheckRetry(ctx context.Context, resp *http.Response, err error)
 	default:
 		return false, nil
 	}
-	if v.Delay > 0 && !FitsDeadline(ctx, v.Delay, now) {
+	if v.Delay > 0 && !fitsDeadline(ctx, v.Delay, now) {
 		return false, nil
 	}
 	// retryablehttp drains only 4 KiB of the body before the retry and
@@ -224,11 +223,11 @@ func expCeiling(min, max time.Duration, attempt int) time.Duration {
 	return max
 }
 
-// FitsDeadline reports whether a wait of d starting at now ends before
+// fitsDeadline reports whether a wait of d starting at now ends before
 // ctx's deadline. It is true when ctx has no deadline, and false when ctx
 // is already done. A caller about to sleep for a vendor's delay uses it
 // to return the response it has instead of sleeping into a deadline.
-func FitsDeadline(ctx context.Context, d time.Duration, now time.Time) bool {
+func fitsDeadline(ctx context.Context, d time.Duration, now time.Time) bool {
 	if ctx == nil {
 		return true
 	}
@@ -261,12 +260,12 @@ func PassthroughErrorHandler(resp *http.Response, err error, numTries int) (*htt
 	return nil, err
 }
 
-// Retryable reports whether a request with this method and header may be
+// idempotent reports whether a request with this method and header may be
 // sent again after a failure that may have reached the server: its method
 // is idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; "" means GET) or
 // it carries a non-empty Idempotency-Key header. Methods are
 // case-sensitive, as in HTTP.
-func Retryable(method string, h http.Header) bool {
+func idempotent(method string, h http.Header) bool {
 	switch method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
@@ -278,7 +277,9 @@ func Retryable(method string, h http.Header) bool {
 type requestKey struct{}
 
 // WithRequest returns a copy of ctx that records whether req may be
-// retried after a failure (see Retryable). retryablehttp calls CheckRetry
+// retried after a failure: its method is idempotent (GET, HEAD, OPTIONS,
+// TRACE, PUT, DELETE) or it carries an Idempotency-Key header.
+// retryablehttp calls CheckRetry
 // with the request's context but not the request, so a transport that
 // uses Policy should send req.WithContext(WithRequest(req.Context(), req)).
 // Without it, a failed POST with an Idempotency-Key is not retried (the
@@ -288,7 +289,7 @@ func WithRequest(ctx context.Context, req *http.Request) context.Context {
 	if req == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, requestKey{}, Retryable(req.Method, req.Header))
+	return context.WithValue(ctx, requestKey{}, idempotent(req.Method, req.Header))
 }
 
 // requestRetryable reports whether the request behind resp or err may be
@@ -298,13 +299,13 @@ func requestRetryable(ctx context.Context, resp *http.Response, err error) bool 
 		return ok
 	}
 	if resp != nil && resp.Request != nil {
-		return Retryable(resp.Request.Method, resp.Request.Header)
+		return idempotent(resp.Request.Method, resp.Request.Header)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Op != "" {
 		// net/http's Op is the method with all but the first letter
 		// lowered ("Get"); HTTP methods are upper case.
-		return Retryable(strings.ToUpper(ue.Op), nil)
+		return idempotent(strings.ToUpper(ue.Op), nil)
 	}
 	return false
 }

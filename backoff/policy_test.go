@@ -336,8 +336,8 @@ func TestFitsDeadline(t *testing.T) {
 		{"done", canceled, 0, false},
 	}
 	for _, tc := range cases {
-		if got := FitsDeadline(tc.ctx, tc.d, now); got != tc.want {
-			t.Errorf("%s: FitsDeadline(%v) = %v, want %v", tc.name, tc.d, got, tc.want)
+		if got := fitsDeadline(tc.ctx, tc.d, now); got != tc.want {
+			t.Errorf("%s: fitsDeadline(%v) = %v, want %v", tc.name, tc.d, got, tc.want)
 		}
 	}
 }
@@ -357,8 +357,8 @@ func TestRetryable(t *testing.T) {
 		{"POST", key, true}, {"PATCH", key, true}, {"POST", blank, false},
 	}
 	for _, tc := range cases {
-		if got := Retryable(tc.method, tc.h); got != tc.want {
-			t.Errorf("Retryable(%q, %v) = %v, want %v", tc.method, tc.h, got, tc.want)
+		if got := idempotent(tc.method, tc.h); got != tc.want {
+			t.Errorf("idempotent(%q, %v) = %v, want %v", tc.method, tc.h, got, tc.want)
 		}
 	}
 }

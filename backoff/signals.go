@@ -64,11 +64,10 @@ const (
 	// BodyDiscord: retry_after (decimal seconds) is the delay, before any
 	// header, and global: true (or X-RateLimit-Global: true, or
 	// X-RateLimit-Scope: global) says the bot's global limit was hit
-	// (ReadDiscordRateLimit, Verdict.Global).
+	// (Verdict.Global).
 	BodyDiscord = "discord"
 	// BodyOpenAI: a 429 with error code or type "insufficient_quota" is a
-	// billing stop, not a throttle (OpenAIBillingStop,
-	// Verdict.QuotaExhausted).
+	// billing stop, not a throttle (Verdict.QuotaExhausted).
 	BodyOpenAI = "openai"
 )
 
