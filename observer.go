@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -42,12 +43,13 @@ const (
 
 var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back"}
 
-// String returns the kind in snake case, e.g. "upstream_throttled".
+// String returns the kind in snake case, e.g. "upstream_throttled", or
+// EventKind(n) for a kind this version does not know.
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
 		return kindNames[k]
 	}
-	return "unknown"
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
 
 // An Event is one thing the transport did with one request. Observers must

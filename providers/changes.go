@@ -60,20 +60,20 @@ const (
 )
 
 var changeNames = [...]string{
-	ProviderRemoved: "provider removed",
-	ProviderRenamed: "provider renamed",
-	KeysMoved:       "keys moved",
-	PausesMoved:     "pauses moved",
-	LimitRemoved:    "limit removed",
-	LimitRenamed:    "limit renamed",
-	ScopeChanged:    "scope changed",
-	KindChanged:     "kind changed",
-	WindowChanged:   "window changed",
-	LimitAdded:      "limit added",
-	ProviderAdded:   "provider added",
+	ProviderRemoved: "provider_removed",
+	ProviderRenamed: "provider_renamed",
+	KeysMoved:       "keys_moved",
+	PausesMoved:     "pauses_moved",
+	LimitRemoved:    "limit_removed",
+	LimitRenamed:    "limit_renamed",
+	ScopeChanged:    "scope_changed",
+	KindChanged:     "kind_changed",
+	WindowChanged:   "window_changed",
+	LimitAdded:      "limit_added",
+	ProviderAdded:   "provider_added",
 }
 
-// String returns the kind in words, e.g. "keys moved".
+// String returns the kind in snake case, e.g. "keys_moved".
 func (k ChangeKind) String() string {
 	if int(k) < len(changeNames) && changeNames[k] != "" {
 		return changeNames[k]

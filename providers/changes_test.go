@@ -39,25 +39,25 @@ func TestChanges(t *testing.T) {
 			"    keys: per_tenant\n    headroom: 90%\n    on_limit: fail\n    limits:\n      - {name: core, limit: 4000/h burst 10", nil},
 		{"route path", "path: /search,", "path: /find,", nil},
 		{"keys per tenant to per provider", "    keys: per_tenant\n", "",
-			[]string{"gh keys moved", "gh pauses moved"}},
+			[]string{"gh keys_moved", "gh pauses_moved"}},
 		{"keys per provider to per tenant", "      - {name: peak, limit: 100/s}\n", "",
-			[]string{"wide/peak limit removed"}},
+			[]string{"wide/peak limit_removed"}},
 		{"tenant scope", "scope: business}", "scope: \"header:X-Account\"}",
-			[]string{"gh keys moved", "gh pauses moved", "gh/core scope changed", "gh/daily scope changed", "gh/search scope changed", "wide/per scope changed"}},
-		{"limit renamed", "name: daily,", "name: per-day,", []string{"gh/daily limit renamed"}},
+			[]string{"gh keys_moved", "gh pauses_moved", "gh/core scope_changed", "gh/daily scope_changed", "gh/search scope_changed", "wide/per scope_changed"}},
+		{"limit renamed", "name: daily,", "name: per-day,", []string{"gh/daily limit_renamed"}},
 		{"limit removed and another added", "{name: daily, limit: 100/day", "{name: monthly, limit: 1000/month",
-			[]string{"gh/daily limit removed", "gh/monthly limit added"}},
-		{"kind", "100/day", "100/h", []string{"gh/daily kind changed"}},
-		{"window reset", "100/day", "100/day resets 09:00", []string{"gh/daily window changed"}},
-		{"window zone", "100/day", "100/day resets 00:00 Europe/Berlin", []string{"gh/daily window changed"}},
-		{"window unit", "100/day", "100/month", []string{"gh/daily window changed"}},
+			[]string{"gh/daily limit_removed", "gh/monthly limit_added"}},
+		{"kind", "100/day", "100/h", []string{"gh/daily kind_changed"}},
+		{"window reset", "100/day", "100/day resets 09:00", []string{"gh/daily window_changed"}},
+		{"window zone", "100/day", "100/day resets 00:00 Europe/Berlin", []string{"gh/daily window_changed"}},
+		{"window unit", "100/day", "100/month", []string{"gh/daily window_changed"}},
 		{"window quota", "100/day", "200/day", nil},
-		{"window to rolling", "100/day", "100/day rolling", []string{"gh/daily kind changed"}},
+		{"window to rolling", "100/day", "100/day rolling", []string{"gh/daily kind_changed"}},
 		{"provider removed", "  wide:\n    hosts: [api.wide.test]\n    limits:\n      - {name: peak, limit: 100/s}\n      - {name: per, limit: 10/s, scope: business}\n", "",
-			[]string{"wide provider removed"}},
-		{"provider renamed", "  wide:", "  broad:", []string{"wide provider renamed", "broad provider added"}},
+			[]string{"wide provider_removed"}},
+		{"provider renamed", "  wide:", "  broad:", []string{"wide provider_renamed", "broad provider_added"}},
 		{"provider added", "  wide:", "  other:\n    hosts: [api.other.test]\n    limits: [{name: x, limit: 1/s}]\n  wide:",
-			[]string{"other provider added"}},
+			[]string{"other provider_added"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestChanges(t *testing.T) {
 			}
 			if tc.name == "keys per provider to per tenant" {
 				y = strings.Replace(y, "  wide:\n    hosts: [api.wide.test]\n", "  wide:\n    hosts: [api.wide.test]\n    keys: per_tenant\n", 1)
-				tc.want = append([]string{"wide keys moved", "wide pauses moved"}, tc.want...)
+				tc.want = append([]string{"wide keys_moved", "wide pauses_moved"}, tc.want...)
 			}
 			var got []string
 			for _, c := range Changes(old, mustLoad(t, y)) {
@@ -102,9 +102,9 @@ func TestChangesRolling(t *testing.T) {
 	for limit, want := range map[string]string{
 		"15000/day rolling":  "[]",
 		"9000/24h rolling":   "[]",
-		"15000/12h rolling":  "[sf/daily window changed]",
-		"15000/day":          "[sf/daily kind changed]",
-		"15000/24h burst 10": "[sf/daily kind changed]",
+		"15000/12h rolling":  "[sf/daily window_changed]",
+		"15000/day":          "[sf/daily kind_changed]",
+		"15000/24h burst 10": "[sf/daily kind_changed]",
 	} {
 		var got []string
 		for _, c := range Changes(old, conf(limit)) {

@@ -170,7 +170,7 @@ providers:
 		if !ok {
 			t.Fatalf("redisstore ParseKey(%q) not ok", k)
 		}
-		got, ok := gh.ParseKey(tag, key, kind == redisstore.KindPause)
+		got, ok := gh.ParseKey(tag, key, kind == redisstore.KeyPause)
 		if !ok || got != want {
 			t.Errorf("ParseKey(%q) = %+v, %v; want %+v", k, got, ok, want)
 		}

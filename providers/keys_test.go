@@ -138,7 +138,7 @@ func TestKeyRoundTrip(t *testing.T) {
 				}
 				// Through the store's layout: the same tag and key come back.
 				rt, rk, kind, ok := st.ParseKey(st.Key(tag, key))
-				if !ok || kind != redisstore.KindItem || rt != tag || rk != key {
+				if !ok || kind != redisstore.KeyItem || rt != tag || rk != key {
 					t.Fatalf("%s: the store does not keep tag %q and key %q as they are: %q, %q, %v, %v", p.Name, tag, key, rt, rk, kind, ok)
 				}
 				if _, ok := p.ParseKey(tag, key, true); ok {
@@ -163,7 +163,7 @@ func TestKeyRoundTrip(t *testing.T) {
 				t.Fatalf("%s: ParseKey(PauseKey(%.40q)) = %+v, %v", p.Name, part, got, ok)
 			}
 			rt, rk, kind, ok := st.ParseKey(st.PauseKey(tag, key))
-			if !ok || kind != redisstore.KindPause || rt != tag || rk != key {
+			if !ok || kind != redisstore.KeyPause || rt != tag || rk != key {
 				t.Fatalf("%s: the store does not keep pause %q, %q as it is", p.Name, tag, key)
 			}
 		}

@@ -101,6 +101,24 @@ const (
 	ScopeHost
 )
 
+// String returns the kind as it is written in YAML: "provider",
+// "business", "header", "label" or "host".
+func (k ScopeKind) String() string {
+	switch k {
+	case ScopeProvider:
+		return "provider"
+	case ScopeBusiness:
+		return "business"
+	case ScopeHeader:
+		return "header"
+	case ScopeLabel:
+		return "label"
+	case ScopeHost:
+		return "host"
+	}
+	return fmt.Sprintf("ScopeKind(%d)", uint8(k))
+}
+
 // A Scope says which requests share a limit's state.
 type Scope struct {
 	// Kind says where the scope value comes from.
@@ -113,19 +131,10 @@ type Scope struct {
 // String returns the scope as it is written in YAML: "provider",
 // "business", "header:Stripe-Account", "label:class" or "host".
 func (s Scope) String() string {
-	switch s.Kind {
-	case ScopeProvider:
-		return "provider"
-	case ScopeBusiness:
-		return "business"
-	case ScopeHeader:
-		return "header:" + s.Name
-	case ScopeLabel:
-		return "label:" + s.Name
-	case ScopeHost:
-		return "host"
+	if s.Kind == ScopeHeader || s.Kind == ScopeLabel {
+		return s.Kind.String() + ":" + s.Name
 	}
-	return fmt.Sprintf("Scope(%d)", uint8(s.Kind))
+	return s.Kind.String()
 }
 
 // Missing says what happens when a request has no value for a limit's

@@ -17,7 +17,7 @@ type Signal uint8
 
 const (
 	// RetryAfterSeconds: 429 with Retry-After in whole seconds, rounded
-	// up (Zendesk, Slack, Notion).
+	// up (Zendesk, Slack, Notion). It is the zero value.
 	RetryAfterSeconds Signal = iota
 	// RetryAfterDecimal: 429 with Retry-After in seconds with one decimal,
 	// rounded up ("2.0"), and X-Shopify-Shop-Api-Call-Limit: used/size on
@@ -32,6 +32,21 @@ const (
 	// (GitHub REST's primary limit).
 	GitHub403
 )
+
+var signalNames = [...]string{
+	RetryAfterSeconds: "retry_after_seconds",
+	RetryAfterDecimal: "retry_after_decimal",
+	RetryAfterDate:    "retry_after_date",
+	GitHub403:         "github_403",
+}
+
+// String returns the signal in snake case, e.g. "retry_after_seconds".
+func (s Signal) String() string {
+	if int(s) < len(signalNames) {
+		return signalNames[s]
+	}
+	return fmt.Sprintf("Signal(%d)", uint8(s))
+}
 
 // Bounds that keep a long test's memory in check.
 const (

@@ -414,3 +414,17 @@ func TestConstructorsRefuseNonsense(t *testing.T) {
 		}()
 	}
 }
+
+// TestSignalString: a Signal prints in snake case, as every enum of the
+// module does, and one it does not know as Signal(n).
+func TestSignalString(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[Signal]string{
+		RetryAfterSeconds: "retry_after_seconds", RetryAfterDecimal: "retry_after_decimal",
+		RetryAfterDate: "retry_after_date", GitHub403: "github_403", 9: "Signal(9)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("Signal(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+	}
+}

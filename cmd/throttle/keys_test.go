@@ -50,7 +50,7 @@ func TestValidateAgainst(t *testing.T) {
 		{"same", againstOld, exitOK, []string{"0 changes that move or forget state"}},
 		{"rates only", strings.ReplaceAll(againstOld, "100/s", "50/s burst 10"), exitOK, nil},
 		{"added only", againstOld + "  fresh:\n    hosts: [api.fresh.test]\n    limits: [{name: x, limit: 1/s}]\n", exitOK,
-			[]string{"0 changes", "fresh", "  provider added: new provider"}},
+			[]string{"0 changes", "fresh", "  provider_added: new provider"}},
 		{"every kind", strings.NewReplacer(
 			"    keys: per_tenant\n", "",
 			"{name: daily, limit: 100/day", "{name: daily, limit: 100/day resets 09:00",
@@ -61,16 +61,16 @@ func TestValidateAgainst(t *testing.T) {
 		).Replace(againstOld), exitMoves, []string{
 			"old.yaml -> ", ": 7 changes that move or forget state",
 			"gh",
-			"  keys moved: keys per_tenant (business) -> per_provider: every tenant's keys move from tag gh:<business value> to tag gh",
-			"  pauses moved: ",
-			"  window changed daily: window per day resets 00:00 UTC -> per day resets 09:00 UTC",
-			"  limit added extra: ",
+			"  keys_moved: keys per_tenant (business) -> per_provider: every tenant's keys move from tag gh:<business value> to tag gh",
+			"  pauses_moved: ",
+			"  window_changed daily: window per day resets 00:00 UTC -> per day resets 09:00 UTC",
+			"  limit_added extra: ",
 			"wide",
-			"  scope changed monthly: scope provider -> business: its keys change (monthly:<business value>)",
-			"  kind changed monthly: window -> gcra",
-			"  limit renamed peak: renamed to burst",
+			"  scope_changed monthly: scope provider -> business: its keys change (monthly:<business value>)",
+			"  kind_changed monthly: window -> gcra",
+			"  limit_renamed peak: renamed to burst",
 			"gone",
-			"  provider removed: removed",
+			"  provider_removed: removed",
 		}},
 	}
 	for _, tc := range tests {

@@ -263,7 +263,7 @@ func (w *watcher) learn(keys []string) {
 			continue
 		}
 		for _, p := range w.scoped {
-			ref, ok := p.ParseKey(tag, key, kind == redisstore.KindPause)
+			ref, ok := p.ParseKey(tag, key, kind == redisstore.KeyPause)
 			if !ok {
 				continue
 			}

@@ -431,7 +431,7 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
-		ks = append(ks, s.redisKey(KindItem, tag, k), s.redisKey(KindCancelled, tag, k))
+		ks = append(ks, s.redisKey(KeyItem, tag, k), s.redisKey(KeyCancelled, tag, k))
 	}
 	return s.del(ctx, "reset", ks)
 }

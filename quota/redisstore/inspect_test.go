@@ -189,7 +189,7 @@ func TestPauseResumeReset(t *testing.T) {
 	}
 	// Reset deletes the item's companion record of cancelled
 	// reservations with it.
-	cancelled := st.redisKey(KindCancelled, req.Tag, "peak:t1")
+	cancelled := st.redisKey(KeyCancelled, req.Tag, "peak:t1")
 	if err := client.Set(ctx, cancelled, "1", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -337,11 +337,11 @@ func TestParseKey(t *testing.T) {
 		{"x{y}", quota.KeyOf("a", "#0123")}, // a hashed scope part
 	} {
 		tag, key, kind, ok := st.ParseKey(st.Key(tc.tag, tc.key))
-		if !ok || kind != KindItem || tag != quota.SafeKey(tc.tag) || key != tc.key {
+		if !ok || kind != KeyItem || tag != quota.SafeKey(tc.tag) || key != tc.key {
 			t.Errorf("ParseKey(Key(%q, %q)) = %q, %q, %v, %v", tc.tag, tc.key, tag, key, kind, ok)
 		}
 		tag, key, kind, ok = st.ParseKey(st.PauseKey(tc.tag, "pause"))
-		if !ok || kind != KindPause || tag != quota.SafeKey(tc.tag) || key != "pause" {
+		if !ok || kind != KeyPause || tag != quota.SafeKey(tc.tag) || key != "pause" {
 			t.Errorf("ParseKey(PauseKey(%q)) = %q, %q, %v, %v", tc.tag, tag, key, kind, ok)
 		}
 	}
@@ -377,7 +377,7 @@ func TestKeyRoundTrip(t *testing.T) {
 	for tag := range values {
 		seen := map[string]bool{}
 		for key := range values {
-			for kind := KindItem; int(kind) < len(spaces); kind++ {
+			for kind := KeyItem; int(kind) < len(spaces); kind++ {
 				k := st.redisKey(kind, tag, key)
 				if seen[k] {
 					t.Fatalf("tag %.40q: %v key %.40q collides: %.80q", tag, kind, key, k)
@@ -397,7 +397,7 @@ func TestKeyRoundTrip(t *testing.T) {
 	if got, want := st.PauseKey("stripe:acct_1", "pause:acct_1"), "p:{stripe:acct_1}:!pause:pause:acct_1"; got != want {
 		t.Errorf("PauseKey = %q, want %q: the layout changed, and running fleets would lose their state", got, want)
 	}
-	if got, want := st.redisKey(KindCancelled, "gh", "core"), "p:{gh}:!cancelled:core"; got != want {
+	if got, want := st.redisKey(KeyCancelled, "gh", "core"), "p:{gh}:!cancelled:core"; got != want {
 		t.Errorf("cancelled key = %q, want %q", got, want)
 	}
 	if got, want := TagMatch("gh:acme"), `{gh:acme}:*`; got != want {

@@ -10,9 +10,9 @@ import (
 // This file owns the store's physical layout: every Redis key the store
 // reads or writes is written by writeKey, and ParseKey is its inverse.
 //
-//	<prefix>{<tag>}:<key>              KindItem
-//	<prefix>{<tag>}:!pause:<key>       KindPause
-//	<prefix>{<tag>}:!cancelled:<key>   KindCancelled
+//	<prefix>{<tag>}:<key>              KeyItem
+//	<prefix>{<tag>}:!pause:<key>       KeyPause
+//	<prefix>{<tag>}:!cancelled:<key>   KeyCancelled
 //
 // tag and key pass through quota.SafeKey, so neither holds a brace and no
 // key starts with "!": a namespace ("!pause:", "!cancelled:") is never
@@ -24,30 +24,30 @@ import (
 type KeyKind uint8
 
 const (
-	// KindItem is a limit's state: a GCRA limit's stored arrival time,
+	// KeyItem is a limit's state: a GCRA limit's stored arrival time,
 	// a window's counts or a rolling window's bucket counts.
-	KindItem KeyKind = iota
-	// KindPause is a pause: the time until which requests that name it
+	KeyItem KeyKind = iota
+	// KeyPause is a pause: the time until which requests that name it
 	// are held back.
-	KindPause
-	// KindCancelled is the companion of a GCRA item key that records the
+	KeyPause
+	// KeyCancelled is the companion of a GCRA item key that records the
 	// slots cancelled reservations gave back. Its place in the layout is
 	// reserved here so that ParseKey knows it and Reset deletes it with
 	// its item.
-	KindCancelled
+	KeyCancelled
 )
 
 // spaces are the namespaces that follow the tag, by kind.
-var spaces = [...]string{KindItem: "", KindPause: "!pause:", KindCancelled: "!cancelled:"}
+var spaces = [...]string{KeyItem: "", KeyPause: "!pause:", KeyCancelled: "!cancelled:"}
 
 // String returns "item", "pause" or "cancelled".
 func (k KeyKind) String() string {
 	switch k {
-	case KindItem:
+	case KeyItem:
 		return "item"
-	case KindPause:
+	case KeyPause:
 		return "pause"
-	case KindCancelled:
+	case KeyCancelled:
 		return "cancelled"
 	}
 	return fmt.Sprintf("KeyKind(%d)", uint8(k))
@@ -82,11 +82,11 @@ func (s *Store) redisKey(kind KeyKind, tag, key string) string {
 // Key returns the Redis key of the item key key within tag, as Reserve
 // builds it: <prefix>{<tag>}:<key>, with tag and key made safe as
 // described in the package doc.
-func (s *Store) Key(tag, key string) string { return s.redisKey(KindItem, tag, key) }
+func (s *Store) Key(tag, key string) string { return s.redisKey(KeyItem, tag, key) }
 
 // PauseKey returns the Redis key of the pause key within tag, as Reserve
 // and Pause build it: <prefix>{<tag>}:!pause:<key>.
-func (s *Store) PauseKey(tag, key string) string { return s.redisKey(KindPause, tag, key) }
+func (s *Store) PauseKey(tag, key string) string { return s.redisKey(KeyPause, tag, key) }
 
 // Prefix returns the prefix that starts every key of the store.
 func (s *Store) Prefix() string { return s.prefix }
@@ -105,8 +105,8 @@ func (s *Store) ParseKey(k string) (tag, key string, kind KeyKind, ok bool) {
 	if !found || tag == "" || quota.SafeKey(tag) != tag {
 		return "", "", 0, false
 	}
-	kind = KindItem
-	for k := KindPause; int(k) < len(spaces); k++ {
+	kind = KeyItem
+	for k := KeyPause; int(k) < len(spaces); k++ {
 		if after, in := strings.CutPrefix(key, spaces[k]); in {
 			kind, key = k, after
 			break
@@ -122,16 +122,16 @@ func (s *Store) ParseKey(k string) (tag, key string, kind KeyKind, ok bool) {
 // NewKeyScan takes it), of every key within tag.
 func TagMatch(tag string) string {
 	var b strings.Builder
-	writeKey(&b, "", KindItem, quota.SafeKey(tag), "")
+	writeKey(&b, "", KeyItem, quota.SafeKey(tag), "")
 	return EscapePattern(b.String()) + "*"
 }
 
-// cancelledKey returns the KindCancelled key beside the item whose Redis
+// cancelledKey returns the KeyCancelled key beside the item whose Redis
 // key, as writeKey wrote it, is itemKey: the same tag and key with the
 // namespace after "}:". Cancel derives it from the key the reservation
 // already holds instead of keeping the tag and item key for it. The tag
 // holds no "}" (quota.SafeKey), so the first "}:" after the prefix ends it.
 func (s *Store) cancelledKey(itemKey string) string {
 	i := len(s.prefix) + strings.Index(itemKey[len(s.prefix):], "}:") + len("}:")
-	return itemKey[:i] + spaces[KindCancelled] + itemKey[i:]
+	return itemKey[:i] + spaces[KeyCancelled] + itemKey[i:]
 }

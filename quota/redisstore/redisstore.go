@@ -619,9 +619,9 @@ func (s *Store) keys(req *quota.Request) []string {
 	}
 	kind := func(i int) KeyKind {
 		if i >= n {
-			return KindPause
+			return KeyPause
 		}
-		return KindItem
+		return KeyItem
 	}
 	total := 0
 	for i, p := range parts {

@@ -167,7 +167,7 @@ func TestCancelOfExpiredKey(t *testing.T) {
 // it set, member = the tat before it), which the cancel of the last
 // reservation follows back and empties. Holes that time has passed are
 // dropped by the next cancel; Reset deletes the set with its item key;
-// ParseKey reads it as the item's KindCancelled key.
+// ParseKey reads it as the item's KeyCancelled key.
 func TestCancelledKey(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -180,7 +180,7 @@ func TestCancelledKey(t *testing.T) {
 	if got := st.cancelledKey(st.Key("v", "one")); got != holes {
 		t.Fatalf("cancelledKey = %q, want %q", got, holes)
 	}
-	if tag, k, kind, ok := st.ParseKey(holes); !ok || kind != KindCancelled || tag != "v" || k != "one" {
+	if tag, k, kind, ok := st.ParseKey(holes); !ok || kind != KeyCancelled || tag != "v" || k != "one" {
 		t.Errorf("ParseKey(%q) = %q, %q, %v, %v; want v, one, cancelled, true", holes, tag, k, kind, ok)
 	}
 	now := start.UnixMicro()
