@@ -41,6 +41,8 @@ type LimitError struct {
 	Deadline bool
 }
 
+// Error says which provider, limit and scope refused the request, and
+// when to retry.
 func (e *LimitError) Error() string {
 	scope := ""
 	if e.Scope != "" {
@@ -80,6 +82,7 @@ type QuotaError struct {
 	Body []byte
 }
 
+// Error names the provider and the vendor's status.
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("throttle: %s: the vendor's quota is exhausted (status %d, a billing stop): not retried", e.Provider, e.StatusCode)
 }

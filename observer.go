@@ -55,6 +55,7 @@ func (k EventKind) String() string {
 // An Event is one thing the transport did with one request. Observers must
 // not keep Items or Statuses beyond the call: they may be reused.
 type Event struct {
+	// Kind says what happened; it decides which other fields are set.
 	Kind EventKind
 	// Provider is the provider's name.
 	Provider string
@@ -88,6 +89,7 @@ type Event struct {
 // client span, when otelhttp wraps the transport). A transport may have
 // several observers: WithObserver adds one per call.
 type Observer interface {
+	// Observe is told one event of one request.
 	Observe(ctx context.Context, e Event)
 }
 

@@ -5,6 +5,7 @@ import "time"
 // A Clock tells the time and makes timers. Stores and waiters take one so
 // that tests can step time; production uses SystemClock.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
 	// NewTimer returns a timer that fires once, after d.
 	NewTimer(d time.Duration) Timer

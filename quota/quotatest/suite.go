@@ -1,6 +1,23 @@
 // Package quotatest holds what every quota.Store must pass: a conformance
 // suite of time-stepped tables (Run), a differential test against a
 // reference Model (Differential), and a Clock that moves only when told to.
+//
+// A store's own tests run both with a factory that makes a fresh store
+// reading the clock it is given:
+//
+//	func newStore(t *testing.T, clock quota.Clock) quota.Store {
+//		return mystore.New(mystore.Options{Clock: clock})
+//	}
+//
+//	func TestConformance(t *testing.T) { quotatest.Run(t, newStore) }
+//
+//	func TestDifferential(t *testing.T) {
+//		quotatest.Differential(t, 1, 2000, newStore)
+//	}
+//
+// The Clock is also what tests of code that waits for a slot use:
+// NewClock(start) gives a quota.Clock whose time moves only with Advance,
+// so that a test of a wait never sleeps.
 package quotatest
 
 import (
