@@ -163,9 +163,44 @@ func (l *loader) keepFirst(max int) {
 	}
 }
 
+// yamlLine reads the line number out of a YAML syntax error.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// load decodes a whole configuration. It returns nil when the document
+// is not one at all (it could not be parsed, or has no providers).
 func (l *loader) load(data []byte) *Config {
+	root := l.document(data)
+	if root == nil || !l.checkTree(root, "", 0) {
+		return nil
+	}
+	f := l.fields(root, "", "version", "providers")
+	if f == nil {
+		return nil
+	}
+	if v := f["version"]; v != nil {
+		if n, ok := l.integer(v, "version", 0, maxCount); ok && n != 1 {
+			l.add(v, "version", "unknown version %d: want 1", n)
+		}
+	}
+	pn := f["providers"]
+	if pn == nil {
+		l.add(root, "providers", "missing: want a mapping of provider names to providers")
+		return nil
+	}
+	if pn.Kind != yaml.MappingNode {
+		l.wrongKind(pn, "providers", "a mapping of provider names to providers")
+		return nil
+	}
+	cfg := l.providers(pn)
+	if len(cfg.providers) == 0 && len(l.problems) == 0 {
+		l.add(pn, "providers", "no providers: want at least one")
+	}
+	return cfg
+}
+
+// document parses data as one YAML document and returns its root node,
+// or nil after a problem that leaves nothing to decode.
+func (l *loader) document(data []byte) *yaml.Node {
 	if len(data) > MaxFileSize {
 		l.add(nil, "", "the file is larger than %d bytes", MaxFileSize)
 		return nil
@@ -197,37 +232,24 @@ func (l *loader) load(data []byte) *Config {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	if !l.checkTree(root, "", 0) {
-		return nil
-	}
-	f := l.fields(root, "", "version", "providers")
-	if f == nil {
-		return nil
-	}
-	if v := f["version"]; v != nil {
-		if n, ok := l.integer(v, "version", 0, maxCount); ok && n != 1 {
-			l.add(v, "version", "unknown version %d: want 1", n)
-		}
-	}
-	pn := f["providers"]
-	if pn == nil {
-		l.add(root, "providers", "missing: want a mapping of provider names to providers")
-		return nil
-	}
-	if pn.Kind != yaml.MappingNode {
-		l.wrongKind(pn, "providers", "a mapping of provider names to providers")
-		return nil
-	}
+	return root
+}
+
+// hostClaim is the provider that claims a host pattern, and where.
+type hostClaim struct {
+	p    *Provider
+	line int
+}
+
+// providers decodes the mapping of provider names to providers, pn, and
+// indexes the providers by name and host.
+func (l *loader) providers(pn *yaml.Node) *Config {
 	cfg := &Config{
 		name:   l.file,
 		byName: make(map[string]*Provider),
 		hosts:  hostIndex{exact: make(map[string]*Provider), wild: make(map[string]*Provider)},
 	}
-	type claim struct {
-		p    *Provider
-		line int
-	}
-	claims := make(map[string]claim)
+	claims := make(map[string]hostClaim)
 	seen := make(map[string]int)
 	for i := 0; i+1 < len(pn.Content); i += 2 {
 		k, v := pn.Content[i], pn.Content[i+1]
@@ -248,35 +270,39 @@ func (l *loader) load(data []byte) *Config {
 		if p == nil {
 			continue
 		}
-		for j, h := range p.Hosts {
-			key, wild, msg := normalizeHost(h)
-			hp := fmt.Sprintf("%s.hosts[%d]", path, j)
-			if msg != "" {
-				l.add(hostNodes[j], hp, "%s", msg)
-				continue
-			}
-			if c, dup := claims[key]; dup {
-				if c.p == p {
-					l.add(hostNodes[j], hp, "host %q is listed twice", h)
-				} else {
-					l.add(hostNodes[j], hp, "host %q is already claimed by provider %q (line %d): a host belongs to one provider", h, c.p.Name, c.line)
-				}
-				continue
-			}
-			claims[key] = claim{p, hostNodes[j].Line}
-			if wild {
-				cfg.hosts.wild[key] = p
-			} else {
-				cfg.hosts.exact[key] = p
-			}
-		}
+		l.claimHosts(cfg, claims, p, hostNodes, path)
 		cfg.providers = append(cfg.providers, p)
 		cfg.byName[p.Name] = p
 	}
-	if len(cfg.providers) == 0 && len(l.problems) == 0 {
-		l.add(pn, "providers", "no providers: want at least one")
-	}
 	return cfg
+}
+
+// claimHosts indexes p under each of its hosts (whose nodes are
+// hostNodes) in cfg, refusing a host that another provider, or p itself,
+// already claims.
+func (l *loader) claimHosts(cfg *Config, claims map[string]hostClaim, p *Provider, hostNodes []*yaml.Node, path string) {
+	for j, h := range p.Hosts {
+		key, wild, msg := normalizeHost(h)
+		hp := fmt.Sprintf("%s.hosts[%d]", path, j)
+		if msg != "" {
+			l.add(hostNodes[j], hp, "%s", msg)
+			continue
+		}
+		if c, dup := claims[key]; dup {
+			if c.p == p {
+				l.add(hostNodes[j], hp, "host %q is listed twice", h)
+			} else {
+				l.add(hostNodes[j], hp, "host %q is already claimed by provider %q (line %d): a host belongs to one provider", h, c.p.Name, c.line)
+			}
+			continue
+		}
+		claims[key] = hostClaim{p, hostNodes[j].Line}
+		if wild {
+			cfg.hosts.wild[key] = p
+		} else {
+			cfg.hosts.exact[key] = p
+		}
+	}
 }
 
 // checkTree rejects aliases and merge keys, which the configuration does
