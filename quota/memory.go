@@ -45,9 +45,15 @@ type MemoryStore struct {
 	interval int64 // µs; a lap of a shard's ring takes half of it, when decisions allow
 	shards   [shardCount]shard
 	leaseSeq atomic.Uint64 // the last lease id given out
+	// waiters are the requests waiting for a lease; a release wakes them
+	// directly (LeaseNotifier).
+	waiters LeaseQueues
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store         = (*MemoryStore)(nil)
+	_ LeaseNotifier = (*MemoryStore)(nil)
+)
 
 // A shard holds the state of the tags that hash to it. Its entries are on
 // a ring that a cursor walks, a few entries per decision, forgetting the
@@ -374,14 +380,51 @@ func (b *booking) cells(s *shard, now int64) []item {
 	return items
 }
 
-// cancel is the reservation's Cancel.
+// cancel is the reservation's Cancel. Leases it gives back wake their
+// waiters, as a release does.
 func (b *booking) cancel(context.Context) error {
 	s := b.m.shard(b.tag)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := b.m.now()
-	refund(b.cells(s, now), now, b.t, b.marks, b.lease)
+	items := b.cells(s, now)
+	freed := b.held(items, now)
+	refund(items, now, b.t, b.marks, b.lease)
+	s.mu.Unlock()
+	b.wake(freed)
 	return nil
+}
+
+// held returns the keys of the Concurrency items whose lease the booking
+// still holds at now (live: neither released nor expired); the caller
+// holds the shard's lock.
+func (b *booking) held(items []item, now int64) []string {
+	var keys []string
+	for i := range items {
+		if items[i].lim.Kind != Concurrency {
+			continue
+		}
+		if x, ok := items[i].c.leases[b.lease]; ok && x > now {
+			keys = append(keys, b.stack[i].Key)
+		}
+	}
+	return keys
+}
+
+// wake wakes a waiter for each of the keys whose lease was given back.
+func (b *booking) wake(keys []string) {
+	for _, k := range keys {
+		b.m.waiters.Wake(waiterID(b.tag, k))
+	}
+}
+
+// waiterID names the Concurrency key key of tag (already SafeKey'd) in
+// the store's LeaseQueues.
+func waiterID(tag, key string) string { return tag + "\x00" + key }
+
+// WatchLeases queues a waiter for a lease of key in tag; see
+// LeaseNotifier. A release or a Cancel in this store wakes it.
+func (m *MemoryStore) WatchLeases(_ context.Context, tag, key string) (*LeaseWaiter, error) {
+	return m.waiters.Join(waiterID(SafeKey(tag), key), nil), nil
 }
 
 // sync is the reservation's Sync.
@@ -417,8 +460,11 @@ func (b *booking) release(context.Context) error { return b.leases(false) }
 func (b *booking) renew(context.Context) error { return b.leases(true) }
 
 // leases releases (renew false) or renews the booking's lease in every
-// Concurrency limit of its stack.
+// Concurrency limit of its stack. A lease released while still held wakes
+// a waiter of its key.
 func (b *booking) leases(renew bool) error {
+	var freed []string
+	defer func() { b.wake(freed) }() // after the unlock below
 	s := b.m.shard(b.tag)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -433,6 +479,9 @@ func (b *booking) leases(renew bool) error {
 		case !held:
 		case !renew || x <= now: // released, or expired: gone either way
 			delete(c.leases, b.lease)
+			if !renew && x > now {
+				freed = append(freed, it.Key)
+			}
 		default:
 			c.leases[b.lease] = max(x, now+it.Limit.Period.Microseconds())
 		}

@@ -401,6 +401,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore) })
+	t.Run("Lease notify", func(t *testing.T) { testLeaseNotify(t, newStore) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore) })
 	t.Run("Cancelled together", func(t *testing.T) {
 		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)

@@ -28,7 +28,11 @@ the state from the vendor's figure.
 
 Op "release": give a lease back (a concurrency limit's key, a sorted set
 of lease id -> expiry: see reserve.lua, "Leases"): ZREM. Releasing a lease
-that expired or was released already does nothing.
+that expired or was released already does nothing. A lease that was still
+held is announced: PUBLISH on the store's channel with the key as the
+message, which wakes the first waiter for that key in each process
+listening (notify.go). PUBLISH names no key, so a script may call it in
+a cluster too, where it reaches the subscribers on every node.
 
 Op "renew": extend a lease still held to its TTL from now, never
 shortening it, and the key's expiry with it. A lease that has expired is
@@ -51,7 +55,7 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
         "sync", "w", rate, R, window start (µs, as reserve.lua wrote it),
                      window end (µs), count at mark
           where 0 <= R <= the limit's capacity
-        "release", lease id
+        "release", lease id, the channel a release is announced on
         "renew", lease id, TTL (µs)
         "settle", "g", mark (the tat set), delta, T (µs)
         "settle", "w", the window start charged, its end (µs), delta
@@ -108,9 +112,12 @@ for i = 1, n do
     a = a + 7
   elseif op == 'release' then
     local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
-    if x and x > now then changed = changed + 1 end
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
-    a = a + 2
+    if x and x > now then
+      changed = changed + 1
+      redis.call('PUBLISH', ARGV[a + 2], KEYS[i])
+    end
+    a = a + 3
   elseif op == 'renew' then
     local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
     if x and x > now then

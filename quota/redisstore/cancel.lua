@@ -59,7 +59,9 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
              that window's end (µs), or
         "r", cost, the bucket start charged (µs, as reserve.lua replied
              it), the bucket width (µs)
-        "c", the lease id                a concurrency limit's lease
+        "c", the lease id, the channel   a concurrency limit's lease; one
+                                  still held is announced on the channel,
+                                  as after.lua's "release" does
       where cost is what the reservation counted for in that limit
 Reply 1 when the slot time had not come, else 0.
 ]]
@@ -83,8 +85,10 @@ end
 local a, h = 5, n + 1
 for i = 1, n do
   if ARGV[a] == 'c' then
+    local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
-    a = a + 2
+    if x and x > now then redis.call('PUBLISH', ARGV[a + 2], KEYS[i]) end
+    a = a + 3
   elseif due then
     if ARGV[a] == 'g' then h, a = h + 1, a + 3 else a = a + 4 end
   elseif ARGV[a] == 'g' then

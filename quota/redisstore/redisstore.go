@@ -93,6 +93,10 @@ type Store struct {
 	leasePrefix string
 	leaseSeq    atomic.Uint64
 
+	// notify wakes this process's lease waiters on the releases of the
+	// fleet (notify.go).
+	notify notifier
+
 	// observe, when set (by tests), sees every decision: the server's now
 	// and the slot time, in µs.
 	observe func(now, t int64, allowed bool)
@@ -367,7 +371,7 @@ func (b *booking) cancel(ctx context.Context) error {
 		case quota.Rolling:
 			args = append(args, "r", it.cost, it.mark, it.end)
 		case quota.Concurrency:
-			args = append(args, "c", b.lease)
+			args = append(args, "c", b.lease, b.s.channel())
 		default:
 			args = append(args, "w", it.cost, it.mark, it.end)
 		}
@@ -476,7 +480,7 @@ func (b *booking) leases(ctx context.Context, op string) error {
 		if op == "renew" {
 			args = append(args, op, b.lease, it.T)
 		} else {
-			args = append(args, op, b.lease)
+			args = append(args, op, b.lease, b.s.channel())
 		}
 	}
 	return b.after(ctx, op, keys, args)

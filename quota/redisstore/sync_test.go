@@ -81,7 +81,7 @@ func TestAfterCombinesOps(t *testing.T) {
 	v, err := st.run(ctx, afterScript, []string{g, g, c}, []any{now, 0, 3,
 		"sync", "g", 100, 1000, 2, now + 500, // tat = now + 1000 - 2*100 + 500 (after)
 		"settle", "g", now + 500, 3, 100, // an excess of 3: + 300
-		"release", "x"})
+		"release", "x", st.channel()})
 	if err != nil {
 		t.Fatal(err)
 	}

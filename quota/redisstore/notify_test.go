@@ -1,0 +1,114 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// TestLeaseNotifyAcrossStores: two Stores with the same prefix on their own
+// clients, as two processes of a fleet. A waiter in one is woken by a
+// release in the other, on one server and on a cluster whose master for
+// the lease's slot is not the one the subscription is on. The lease TTL is
+// ten minutes on a stopped clock, so only the notification can wake the
+// waiter. When the last waiter is done, the subscription ends.
+func TestLeaseNotifyAcrossStores(t *testing.T) {
+	t.Parallel()
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		testNotifyAcross(t, srv.Client(t), srv.Client(t), "tenant")
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		cl := redistest.StartCluster(t)
+		a, b := cl.Client(t), cl.Client(t)
+		prefix := uniquePrefix()
+		ctx := context.Background()
+		chanSlot := a.ClusterKeySlot(ctx, prefix+"!released").Val()
+		tag := ""
+		for i := 0; tag == ""; i++ { // a tag whose slot another master holds
+			tg := "tenant-" + strconv.Itoa(i)
+			if slot := a.ClusterKeySlot(ctx, "{"+tg+"}").Val(); slot/5461 != chanSlot/5461 {
+				tag = tg
+			}
+		}
+		testNotifyAcross(t, a, b, tag)
+	})
+}
+
+func testNotifyAcross(t *testing.T, ca, cb redis.UniversalClient, tag string) {
+	prefix := uniquePrefix()
+	clock := quotatest.NewClock(start)
+	stores := make([]*Store, 2)
+	for i, c := range []redis.UniversalClient{ca, cb} {
+		st, err := New(c, Options{Prefix: prefix, Clock: clock, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = st
+	}
+	a, b := stores[0], stores[1]
+	ctx := context.Background()
+	streams := &quota.Limit{Name: "streams", Kind: quota.Concurrency, Rate: 1, Period: 10 * time.Minute}
+	req := quota.Request{Tag: tag, Items: []quota.Item{{Limit: streams, Key: "streams"}}}
+	held := reserve(t, a, req, 1, 0)
+	if !held.Allowed {
+		t.Fatalf("the first lease: %+v", held.Result)
+	}
+	w, err := b.WatchLeases(ctx, tag, "streams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reserve(t, b, req, 1, time.Minute); r.Allowed {
+		t.Fatalf("the lease is held, yet the other store admitted a request")
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.C():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the other store's waiter was not woken by the release (lease TTL 10m, stopped clock)")
+	}
+	w.Rearm()
+	if r := reserve(t, b, req, 1, time.Minute); !r.Allowed {
+		t.Fatalf("woken, the waiter was refused: %+v", r.Result)
+	}
+	w.Done(false)
+	b.notify.mu.Lock()
+	ps, waiters := b.notify.ps, b.notify.waiters
+	b.notify.mu.Unlock()
+	if ps != nil || waiters != 0 {
+		t.Fatalf("after the last waiter: %d waiters, subscription %v, want none", waiters, ps)
+	}
+	if a.notify.ps != nil {
+		t.Fatalf("a store that never waited subscribed")
+	}
+}
+
+// TestLeaseNotifySubscriptionFails: a store that cannot subscribe (its
+// Redis is gone) says so with an error wrapping quota.ErrStore, and holds
+// no waiter.
+func TestLeaseNotifySubscriptionFails(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	st := newStore(t, srv.Client(t), nil)
+	st.timeout = time.Second
+	srv.Stop(t)
+	w, err := st.WatchLeases(context.Background(), "tag", "streams")
+	if w != nil || !errors.Is(err, quota.ErrStore) {
+		t.Fatalf("WatchLeases on a stopped server: %v, %v; want an error wrapping quota.ErrStore", w, err)
+	}
+	if st.notify.waiters != 0 || st.notify.ps != nil {
+		t.Fatalf("a failed subscription left %d waiters and a subscription %v", st.notify.waiters, st.notify.ps)
+	}
+}
