@@ -66,6 +66,30 @@ func (f *failover) reserve(ctx context.Context, p *providers.Provider, q *quota.
 	return rsv, nil
 }
 
+// watch queues a waiter for a lease of key in tag when the store can
+// tell one comes back (quota.LeaseNotifier); nil otherwise, or when it
+// cannot listen now: the waiter then wakes at the lease expiry its
+// decision reported, or at the end of its wait.
+// While the store rests, the in-process limiter decides the provider's
+// requests (or nothing does): its own releases are the ones to wait for.
+func (f *failover) watch(ctx context.Context, p *providers.Provider, tag, key string) *quota.LeaseWaiter {
+	var n quota.LeaseNotifier = f.local
+	if f.downUntil.Load() == 0 {
+		var ok bool
+		if n, ok = f.store.(quota.LeaseNotifier); !ok {
+			return nil
+		}
+	}
+	w, err := n.WatchLeases(ctx, tag, key)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+		}
+		return nil
+	}
+	return w
+}
+
 // pause holds back key (in tag) for d after p's vendor throttled a
 // request: in the store, and in the in-process limiter when that decides
 // p's requests during an outage, since it must honour the vendor's delay

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(leaseWorkerEnv); addr != "" {
 		os.Exit(leaseWorker(addr, os.Getenv(leaseVendorEnv)))
 	}
+	if addr := os.Getenv(leaseWaiterEnv); addr != "" {
+		os.Exit(leaseWaiter(addr, os.Getenv(leaseVendorEnv)))
+	}
 	os.Exit(m.Run())
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
+	"github.com/fleetquota/throttle/quota/redisstore"
 	"github.com/fleetquota/throttle/throttletest"
 )
 
@@ -31,9 +33,9 @@ var slowHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 	_, _ = io.WriteString(w, `{"ok":true}`)
 })
 
-// leaseDrive sends n requests per client from workers goroutines each; a
-// request refused by the concurrency limit is sent again. It returns how
-// many were refused.
+// leaseDrive sends n requests per client from workers goroutines each, and
+// returns how many were refused: none should be, since a request that
+// finds every lease held waits for one.
 func leaseDrive(t *testing.T, clients []*http.Client, url string, workers, n int) int {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -44,18 +46,12 @@ func leaseDrive(t *testing.T, clients []*http.Client, url string, workers, n int
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for sent := 0; sent < n; {
+				for sent := 0; sent < n; sent++ {
 					resp, err := e2eDo(context.Background(), c, "GET", url, "")
-					var le *throttle.LimitError
-					if errors.As(err, &le) {
-						if le.Limit != "streams" || le.RetryAfter <= 0 || errors.Is(err, context.DeadlineExceeded) {
-							t.Errorf("refused with %v, want the concurrency limit streams with a retry after", err)
-							return
-						}
+					if errors.Is(err, throttle.ErrLimited) {
 						mu.Lock()
 						refused++
 						mu.Unlock()
-						time.Sleep(time.Millisecond) // the test's driver retries; the transport never polls
 						continue
 					}
 					if err != nil {
@@ -64,7 +60,6 @@ func leaseDrive(t *testing.T, clients []*http.Client, url string, workers, n int
 					}
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					sent++
 				}
 			}()
 		}
@@ -76,8 +71,9 @@ func leaseDrive(t *testing.T, clients []*http.Client, url string, workers, n int
 // TestLeasesCapInFlight: the vendor never serves more requests at once
 // than the concurrency limit, with one transport on the memory store and
 // with four transports (each its own Redis client and store, as four
-// processes) sharing a real Redis. A request that finds every lease held
-// is refused at once with a LimitError naming the limit.
+// processes) sharing a real Redis. Four times as many goroutines as
+// leases send: a request that finds every lease held waits for one
+// (within its max wait), so none is refused and all are served.
 func TestLeasesCapInFlight(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -87,23 +83,37 @@ func TestLeasesCapInFlight(t *testing.T) {
 	}{{"memory", 1}, {"redis fleet", 4}} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := e2eVendor(t, throttletest.Options{MaxInFlight: 2, Handler: slowHandler})
+			var waited atomic.Int64
+			count := throttle.WithObserver(observerFunc(func(e throttle.Event) {
+				if e.Kind == throttle.Waited && e.Limit == "streams" {
+					waited.Add(1)
+				}
+			}))
 			var clients []*http.Client
 			for i := 0; i < tc.transports; i++ {
-				if tc.transports == 1 {
-					_, c := e2eTransport(t, leaseYAML, v.Host())
-					clients = append(clients, c)
-					continue
+				opts := []throttle.Option{count}
+				if tc.transports > 1 {
+					store, err := redisstore.New(srv.Client(t), redisstore.Options{Timeout: fleetStoreTimeout})
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts = append(opts, throttle.WithStore(store))
 				}
-				clients = append(clients, fleetMember(t, leaseYAML, v.Host(), srv.Client(t)))
+				_, c := e2eTransport(t, leaseYAML, v.Host(), opts...)
+				clients = append(clients, c)
 			}
-			refused := leaseDrive(t, clients, v.URL+"/v1/chat", 8/tc.transports, 10)
+			const perWorker = 10
+			refused := leaseDrive(t, clients, v.URL+"/v1/chat", 8/tc.transports, perWorker)
 			served, throttled := v.Counts()
-			t.Logf("served %d, refused by the lease limit %d, at most %d in flight", served, refused, v.PeakInFlight())
+			t.Logf("served %d, %d waited for a lease, at most %d in flight", served, waited.Load(), v.PeakInFlight())
 			if throttled != 0 || v.PeakInFlight() > 2 {
 				t.Errorf("the vendor saw %d requests in flight at once and throttled %d; the cap is 2", v.PeakInFlight(), throttled)
 			}
-			if refused == 0 {
-				t.Errorf("no request found the leases held: the test did not test the cap")
+			if refused != 0 || served != 8*perWorker {
+				t.Errorf("%d refused, %d served; want none refused and all %d served", refused, served, 8*perWorker)
+			}
+			if waited.Load() == 0 {
+				t.Errorf("no request waited for a lease: the test did not test the cap")
 			}
 		})
 	}

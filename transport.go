@@ -253,6 +253,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	rsv, err := t.failover.reserve(ctx, p, &q)
+	if err == nil && !rsv.Allowed && q.MaxWait > 0 && p.Mode != providers.Shadow && leaseDecided(&q, rsv.Decider) {
+		rsv, err = t.waitLease(ctx, p, &q, rsv)
+	}
 	if err != nil {
 		if errors.Is(err, errFailOpen) {
 			return t.send(req, &res, nil)
@@ -274,8 +277,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			Limit:      decider,
 			Scope:      deciderScope(p, &q, rsv.Decider),
 			RetryAfter: rsv.RetryAfter,
-			// A full concurrency limit refuses whatever the wait.
-			Deadline: q.MaxWait < limit && rsv.RetryAfter <= limit && !leaseDecided(&q, rsv.Decider),
+			// No lease came back within the wait: had the deadline been
+			// the max wait, one might have.
+			Deadline: q.MaxWait < limit && (rsv.RetryAfter <= limit || leaseDecided(&q, rsv.Decider)),
 		}
 	}
 	t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
@@ -289,6 +293,70 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
 	}
 	return t.sendAdmitted(req, &res, &q, rsv)
+}
+
+// waitLease waits for a lease of the concurrency limit that refused rsv,
+// a decision of q, for at most q.MaxWait (docs/decisions.md "Waiting for
+// a lease"). The request joins the process's queue for that limit's key,
+// decides again at once (a release between the refusal and the joining
+// would go unseen), and then after each wake: a release of a lease of
+// the key (a notification from the store, in arrival order, one waiter
+// per lease), the soonest lease expiry the last decision reported
+// (RetryAfter: the one time a lease is known to come back), or the end of
+// the wait. The refused decisions charged nothing, so each new one is a
+// whole decision of the stack. It returns the first decision that admits
+// the request, or the last one, refused (by another limit, or by the
+// concurrency limit when the wait ran out); the context's error when it
+// ended first.
+func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quota.Request, rsv *quota.Reservation) (*quota.Reservation, error) {
+	start := t.clock.Now()
+	end := start.Add(q.MaxWait)
+	var w *quota.LeaseWaiter
+	key := ""
+	for first := true; ; first = false {
+		lim := q.Items[rsv.Decider]
+		if w == nil || lim.Key != key {
+			w.Done(false)
+			w, key = t.failover.watch(ctx, p, q.Tag, lim.Key), lim.Key
+		}
+		if !first {
+			left := end.Sub(t.clock.Now())
+			if left <= 0 {
+				w.Done(false)
+				return rsv, nil
+			}
+			timer := t.clock.NewTimer(min(rsv.RetryAfter, left))
+			select {
+			case <-w.C():
+				timer.Stop()
+			case <-timer.C():
+			case <-ctx.Done():
+				timer.Stop()
+				w.Done(false)
+				waited := t.clock.Now().Sub(start)
+				t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: lim.Limit.Name, Wait: waited})
+				return nil, fmt.Errorf("throttle: %s: waiting %v for a lease of %q: %w", p.Name, waited, lim.Limit.Name, ctx.Err())
+			}
+		}
+		woken := w.Rearm()
+		r := *q
+		r.MaxWait = max(end.Sub(t.clock.Now()), 0)
+		next, err := t.failover.reserve(ctx, p, &r)
+		if err != nil {
+			w.Done(woken)
+			return nil, err
+		}
+		rsv = next
+		if rsv.Allowed {
+			w.Done(false)
+			t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: lim.Limit.Name, Wait: t.clock.Now().Sub(start)})
+			return rsv, nil
+		}
+		if !leaseDecided(q, rsv.Decider) {
+			w.Done(woken) // the lease it was woken for is still free
+			return rsv, nil
+		}
+	}
 }
 
 // sendAdmitted sends a request its stack admitted: while it holds its
