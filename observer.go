@@ -16,13 +16,14 @@ type EventKind uint8
 const (
 	// Decided: the store admitted the request (Wait says for when).
 	Decided EventKind = iota + 1
-	// Waited: the request slept Wait for its slot and is being sent.
+	// Waited: the request slept Wait for its slot and is being sent; or,
+	// naming a concurrency limit, it waited Wait for a lease and got one.
 	Waited
 	// Refused: the stack could not admit the request in time (Wait is the
 	// retry-after). In shadow mode the request is sent anyway.
 	Refused
 	// Cancelled: the request's context ended while it waited; its slot was
-	// given back.
+	// given back (a request waiting for a lease held none).
 	Cancelled
 	// UpstreamThrottled: the vendor answered that it throttled the
 	// request (Status says how).

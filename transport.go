@@ -213,7 +213,9 @@ var errZeroTransport = errors.New("throttle: a zero Transport cannot send: make 
 
 // RoundTrip throttles and sends req. It returns a *LimitError (matching
 // ErrLimited) when the request could not go within its max wait or its
-// context's deadline, before sending or sleeping; the context's error when
+// context's deadline, before sending or sleeping (after waiting, when a
+// concurrency limit was full and no lease came back in time); the
+// context's error when
 // it ended while the request waited; an error matching ErrStoreUnavailable
 // when the store failed and the provider fails closed; an error matching
 // quota.ErrState, whatever the provider's policy, when the store works but
@@ -225,7 +227,9 @@ var errZeroTransport = errors.New("throttle: a zero Transport cannot send: make 
 // decision until its response body has been read to EOF or closed (or
 // until the round trip fails): close every response body. The transport
 // renews the leases while the request is in flight; those of a body that
-// is never read nor closed expire a lease TTL after the last read.
+// is never read nor closed expire a lease TTL after the last read. A
+// request that finds every lease held waits for one within its max wait
+// (see waitLease).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.registry == nil {
 		closeBody(req)

@@ -141,15 +141,45 @@
 // time; one whose leases are all held denies the request whatever its max
 // wait, is its decider, and gives as RetryAfter the later of the stack's
 // slot and its soonest lease expiry (the earliest time a lease is known to
-// come back, should its holder neither release nor renew). Waiting for a
-// lease would take either polling (which a fleet of callers must not do)
-// or a queue whose releases hand leases over to waiters blocked on the
-// store, a second round trip and a held connection per waiter; a request
-// that cannot get a lease fails fast, like any other limit.
+// come back, should its holder neither release nor renew). A store never
+// grants a lease ahead of time: the caller that accepts a wait waits
+// itself and decides again ("Waiting for a lease").
 //
 // A request holds one lease per Concurrency limit whatever its cost, and
 // all of them under one lease id. A waiter holds its leases while it
 // waits, and Cancel gives them back whenever it comes.
+//
+// # Waiting for a lease
+//
+// A caller refused by a full Concurrency limit that may still wait (the
+// transport, within its max wait) waits for a lease to come back and then
+// decides again. A lease comes back at one of two moments: its holder
+// releases it (or cancels its reservation), or it expires. The store
+// cannot announce an expiry, but the refusal's RetryAfter says when the
+// soonest one falls, so the caller sets a timer for it. A release it can
+// announce: a Store that is also a LeaseNotifier queues the waiters of
+// this process per key, in arrival order, and wakes the first one per
+// lease released (the memory store directly; the Redis store through a
+// PUBLISH from the script that releases, to every process subscribed).
+// Nothing polls: a waiter decides again only when a lease may be free.
+//
+// A waiter joins the queue before the decision it will wait on, so a
+// release in between still wakes it; a woken waiter that finds the lease
+// taken again rejoins at its place; one that leaves without using its
+// wake hands it to the next. The refused decisions charged nothing, so
+// each new decision is a whole one, of every limit of the stack.
+//
+// What is fair: within a process, waiters get leases in arrival order,
+// one per release, except that a request arriving when a lease is free
+// takes it without queueing (it never saw a full limit). Across processes
+// there is no queue: a release wakes the first waiter of every process
+// waiting on the key, and whichever decides first gets the lease (another
+// process's new request may, too); the others wait again, keeping their
+// places at home. So a waiter can lose any number of times, bounded by
+// its max wait, after which it is refused like any other request. A lost
+// notification (a Redis reconnect; an
+// expiry) delays a waiter to the next release or its timer, never admits
+// more than the limit: only a decision admits.
 //
 // # Settle
 //

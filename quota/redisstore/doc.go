@@ -37,7 +37,10 @@
 // concurrency key is a sorted set of leases (lease id, scored by its
 // expiry in µs; see reserve.lua, "Leases"), and a pause key holds
 // paused-until (µs). Syncs, settles, and releases and renewals of leases
-// run after.lua, one round trip each. A "!cancelled:" key is written
+// run after.lua, one round trip each; a release of a lease still held is
+// announced on the channel <prefix>!released, which the Store listens to
+// while this process has requests waiting for a lease (notify.go,
+// quota.LeaseNotifier). A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
 // while a later one still held it, which come back once that one is
 // cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
