@@ -32,7 +32,9 @@ that expired or was released already does nothing. A lease that was still
 held is announced: PUBLISH on the store's channel with the key as the
 message, which wakes the first waiter for that key in each process
 listening (notify.go). PUBLISH names no key, so a script may call it in
-a cluster too, where it reaches the subscribers on every node.
+a cluster too, where it reaches the subscribers on every node. It is a
+pcall: a user whose ACL denies the channel still releases (its waiters
+fall back to their expiry timers).
 
 Op "renew": extend a lease still held to its TTL from now, never
 shortening it, and the key's expiry with it. A lease that has expired is
@@ -115,7 +117,7 @@ for i = 1, n do
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
     if x and x > now then
       changed = changed + 1
-      redis.call('PUBLISH', ARGV[a + 2], KEYS[i])
+      redis.pcall('PUBLISH', ARGV[a + 2], KEYS[i])
     end
     a = a + 3
   elseif op == 'renew' then

@@ -87,7 +87,7 @@ for i = 1, n do
   if ARGV[a] == 'c' then
     local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
     redis.call('ZREM', KEYS[i], ARGV[a + 1])
-    if x and x > now then redis.call('PUBLISH', ARGV[a + 2], KEYS[i]) end
+    if x and x > now then redis.pcall('PUBLISH', ARGV[a + 2], KEYS[i]) end
     a = a + 3
   elseif due then
     if ARGV[a] == 'g' then h, a = h + 1, a + 3 else a = a + 4 end

@@ -112,3 +112,48 @@ func TestLeaseNotifySubscriptionFails(t *testing.T) {
 		t.Fatalf("a failed subscription left %d waiters and a subscription %v", st.notify.waiters, st.notify.ps)
 	}
 }
+
+// TestLeaseReleaseWithoutChannels: a store whose ACL user may not use
+// channels (Redis 7's default for a new user) still releases and cancels
+// leases: the announcement is dropped, not the release. Its waiters
+// cannot subscribe, which WatchLeases reports.
+func TestLeaseReleaseWithoutChannels(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">secret", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "nochan", Password: "secret"})
+	t.Cleanup(func() { _ = client.Close() })
+	st := newStore(t, client, quotatest.NewClock(start))
+	streams := &quota.Limit{Name: "streams", Kind: quota.Concurrency, Rate: 1, Period: 10 * time.Minute}
+	one := gcra("one", 1, time.Second, 1)
+	req := quota.Request{Tag: "t", Items: []quota.Item{{Limit: one, Key: "one"}, {Limit: streams, Key: "streams"}}}
+	for _, op := range []string{"release", "cancel"} {
+		if op == "cancel" { // a reservation that waits for the GCRA slot
+			reserve(t, st, quota.Request{Tag: "t", Items: req.Items[:1]}, 1, 0)
+		}
+		held := reserve(t, st, req, 1, time.Minute)
+		if !held.Allowed {
+			t.Fatalf("%s: the lease: %+v", op, held.Result)
+		}
+		do := held.Release
+		if op == "cancel" {
+			do = held.Cancel
+		}
+		if err := do(ctx); err != nil {
+			t.Fatalf("%s without channel permissions: %v", op, err)
+		}
+		if n := admin.ZCard(ctx, st.Key("t", "streams")).Val(); n != 0 {
+			t.Fatalf("after the %s: %d leases held, want 0", op, n)
+		}
+		if op == "release" { // the GCRA slot of the next round
+			admin.Del(ctx, st.Key("t", "one"))
+		}
+	}
+	if _, err := st.WatchLeases(ctx, "t", "streams"); !errors.Is(err, quota.ErrStore) && !errors.Is(err, quota.ErrState) {
+		t.Fatalf("WatchLeases without channel permissions: %v, want an error", err)
+	}
+}
