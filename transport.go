@@ -229,7 +229,7 @@ var errZeroTransport = errors.New("throttle: a zero Transport cannot send: make 
 // renews the leases while the request is in flight; those of a body that
 // is never read nor closed expire a lease TTL after the last read. A
 // request that finds every lease held waits for one within its max wait
-// (see waitLease).
+// (docs/decisions.md, "Waiting for a lease").
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.registry == nil {
 		closeBody(req)
@@ -301,7 +301,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // waitLease waits for a lease of the concurrency limit that refused rsv,
 // a decision of q, for at most q.MaxWait (docs/decisions.md "Waiting for
-// a lease"). The request joins the process's queue for that limit's key,
+// a lease"). The request joins the process's queue for that limit's key
+// (again when another concurrency limit of the stack refuses it later),
 // decides again at once (a release between the refusal and the joining
 // would go unseen), and then after each wake: a release of a lease of
 // the key (a notification from the store, in arrival order, one waiter
@@ -316,14 +317,15 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 	start := t.clock.Now()
 	end := start.Add(q.MaxWait)
 	var w *quota.LeaseWaiter
-	key := ""
-	for first := true; ; first = false {
+	key := "" // the key w waits on; an item's key is never empty
+	for {
 		lim := q.Items[rsv.Decider]
-		if w == nil || lim.Key != key {
+		if lim.Key != key {
+			// Queued from now on: decide again at once, or a release since
+			// the last decision would go unseen.
 			w.Done(false)
 			w, key = t.failover.watch(ctx, p, q.Tag, lim.Key), lim.Key
-		}
-		if !first {
+		} else {
 			left := end.Sub(t.clock.Now())
 			if left <= 0 {
 				w.Done(false)
