@@ -121,8 +121,8 @@ func TestCatalogVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	stripe, _ := cfg.Provider("stripe")
-	if got := stripe.Limits[0].Quota.Rate; got != 22 { // 25 * 90%
-		t.Errorf("stripe global rate %d, want 22", got)
+	if q := stripe.Limits[0].Quota; q.Rate != 25 || q.Period != 1111112*time.Microsecond || q.Burst != 22 { // 25/s * 90%
+		t.Errorf("stripe global %d per %v burst %d, want 25 per 1.111112s burst 22", q.Rate, q.Period, q.Burst)
 	}
 	gh, _ := cfg.Provider("github")
 	if got := gh.Limits[0].Quota.Rate; got != 12825 { // 13500 * 95%

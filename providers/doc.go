@@ -94,7 +94,9 @@
 // no burst nor reset, and a route's cost does not count against it.
 //
 // headroom scales every rate, burst and quota at load time:
-// floor(n*headroom), never below 1. Load then checks each limit with
+// floor(n*headroom), never below 1, except a rate whose scaled count is
+// not whole: it keeps its count and stretches its period (rounded up to
+// the microsecond), so 2/s at 95% is 2 per 1.052632s, not 1/s. Load then checks each limit with
 // quota.Limit.Validate and that every route's cost fits in every limit of
 // its stack (a cost above a burst or a window's quota could never be
 // admitted); headroom that makes a route impossible is an error.

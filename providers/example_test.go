@@ -50,7 +50,7 @@ providers:
 	// provider github, route search, on_limit wait, max wait 5s
 	// tag {github:acme}, pause pause:acme, cost 1
 	//   core:acme    gcra 4275 per 1h0m0s, burst 475
-	//   search:acme  gcra 25 per 1m0s, burst 2
+	//   search:acme  gcra 27 per 1m3.157895s, burst 2
 }
 
 func ExampleLoad_errors() {

@@ -100,6 +100,9 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if d.sf.burst != 0 {
 		q.Burst = scale(d.sf.burst, bp)
 	}
+	if q.Kind == quota.GCRA {
+		q.Rate, q.Period, q.Burst = scaleRate(d.sf.rate, d.sf.period, q.Burst, bp)
+	}
 	lim := &Limit{Quota: q}
 	d.scope(lim)
 	d.missing(lim)
@@ -450,6 +453,38 @@ func loadLocation(name string) (*time.Location, error) {
 }
 
 // scale applies headroom in basis points: floor(n*bp/10000), at least 1.
+// scaleRate applies headroom to a GCRA rate without rounding it away:
+// where floor(rate*bp) loses part of an event (2/s at 95% would become
+// 1/s, half the vendor's rate), it keeps the count and stretches the
+// period instead (2 per 1.052632s, rounded up to the microsecond so the
+// rate never exceeds rate*bp). The burst, unset, is the scaled rate, as
+// the rate's own default would have been.
+func scaleRate(rate int64, period time.Duration, burst, bp int64) (int64, time.Duration, int64) {
+	if rate <= 0 || period <= 0 || bp >= 10000 {
+		return scale(rate, bp), period, burst
+	}
+	hi, lo := bits.Mul64(uint64(rate), uint64(bp))
+	if _, rem := bits.Div64(hi, lo, 10000); rem == 0 {
+		return scale(rate, bp), period, burst
+	}
+	if burst == 0 {
+		burst = scale(rate, bp)
+	}
+	us := period.Microseconds()
+	hi, lo = bits.Mul64(uint64(us), 10000)
+	if hi >= uint64(bp) { // beyond any period the engine accepts: leave it to its check
+		return scale(rate, bp), period, burst
+	}
+	q, r := bits.Div64(hi, lo, uint64(bp))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64/uint64(time.Microsecond) {
+		return scale(rate, bp), period, burst
+	}
+	return rate, time.Duration(q) * time.Microsecond, burst
+}
+
 func scale(n, bp int64) int64 {
 	if n <= 0 {
 		return n

@@ -148,10 +148,17 @@ func TestLimits(t *testing.T) {
 			quota.Limit{Name: "x", Kind: quota.Window, Rate: 1000, Calendar: quota.Calendar{Unit: quota.Hour, Reset: 30 * time.Minute}}},
 		{"headroom floors", `{name: x, limit: 5000/h burst 500}`, "95%",
 			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 4750, Period: time.Hour, Burst: 475}},
+		{"headroom exact", `{name: x, limit: 40/min}`, "0.95",
+			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 38, Period: time.Minute}},
+		// 30/min at 95% is 28.5/min: rounding the count down would drop 5%
+		// more than asked, so the period stretches (rounded up) instead.
 		{"headroom fraction", `{name: x, limit: 30/min}`, "0.95",
-			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 28, Period: time.Minute}},
+			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 30, Period: 63157895 * time.Microsecond, Burst: 28}},
+		// Shopify REST: 2/s at 95% used to be 1/s, half the vendor's rate.
+		{"headroom on a small rate", `{name: x, limit: 2/s burst 40}`, "95%",
+			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 2, Period: 1052632 * time.Microsecond, Burst: 38}},
 		{"headroom never below 1", `{name: x, limit: 1/s}`, "10%",
-			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 1, Period: time.Second}},
+			quota.Limit{Name: "x", Kind: quota.GCRA, Rate: 1, Period: 10 * time.Second, Burst: 1}},
 		{"headroom on window", `{name: x, quota: 1000, per: day}`, "90%",
 			quota.Limit{Name: "x", Kind: quota.Window, Rate: 900, Calendar: quota.Calendar{Unit: quota.Day}}},
 		{"rolling", `{name: x, limit: 15000/24h rolling}`, "",
