@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"container/heap"
 	"math"
 	"sort"
 	"time"
@@ -60,6 +61,21 @@ type Figures struct {
 	CmdsSent, CmdsRan   float64
 	ClientCPU, RedisCPU time.Duration
 	Outcomes            map[string]int64
+	// ScriptsPerDecision is throttle's script calls made by its decisions
+	// per decision (1.00: one round trip); AfterPerRequest its script
+	// calls after a decision (release, renew, settle, sync, cancel) per
+	// request sent. Zero for the other algorithms.
+	ScriptsPerDecision, AfterPerRequest float64
+	// Kind is the quota kind the scenario measures (Scenario.kind), and
+	// KindUtilization that kind's own utilization: concurrency, the mean
+	// of the vendor's in-flight count over the cap (MaxInFlight is the
+	// most it counted); settled, TokensServed over TokensAllowed (burst +
+	// rate × the run); rolling, what the vendor served in each whole
+	// period of the run over the limit, averaged.
+	Kind                        string
+	KindUtilization             float64
+	MaxInFlight                 int64
+	TokensServed, TokensAllowed int64
 }
 
 // Analyze computes the figures of one run.
@@ -74,15 +90,24 @@ func Analyze(r *RunResult) Figures {
 			f.Vendor429++
 		}
 	}
-	f.Ideal = ideal(r)
+	if r.Scenario.kind() == "concurrency" {
+		f.Ideal = idealConcurrent(r)
+	} else {
+		f.Ideal = ideal(r)
+	}
 	if f.Ideal > 0 {
 		f.Utilization = float64(f.Served) / float64(f.Ideal)
 	}
 	for _, l := range r.Scenario.Vendor {
 		var lf LimitFigures
-		if l.Kind == KindWindow {
+		switch {
+		case l.Kind == KindWindow:
 			lf = overshootWindow(l, r.Arrivals, r.Phantoms)
-		} else {
+		case l.Kind == KindConcurrent:
+			lf = overshootConcurrent(l, r.Arrivals)
+		case r.Scenario.Estimate > 0 && l.Kind == KindGCRA:
+			lf = overshootCosts(l, r.Arrivals)
+		default:
 			lf = overshoot(l, r.Arrivals)
 		}
 		f.Limits = append(f.Limits, lf)
@@ -106,6 +131,13 @@ func Analyze(r *RunResult) Figures {
 	f.AccP50, f.AccP99 = pct(acc, 0.50), pct(acc, 0.99)
 	if len(acc) > 0 {
 		f.AccMax = time.Duration(acc[len(acc)-1])
+	}
+	kindFigures(&f, r)
+	if n := len(r.Latencies); n > 0 && r.DecisionScripts+r.AfterScripts > 0 {
+		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(n)
+	}
+	if f.Sent > 0 {
+		f.AfterPerRequest = float64(r.AfterScripts) / float64(f.Sent)
 	}
 	if f.Decisions > 0 {
 		d := float64(f.Decisions)
@@ -139,7 +171,7 @@ func overshoot(l Limit, arrivals []Arrival) LimitFigures {
 		byScope[s] = append(byScope[s], a.At)
 	}
 	switch l.Kind {
-	case KindDay:
+	case KindDay, KindRolling:
 		lf.Allowed = l.Rate
 	case KindGCRA:
 		lf.Allowed = l.Burst + l.Rate*int64(time.Second)/int64(l.Period)
@@ -158,6 +190,9 @@ func overshoot(l Limit, arrivals []Arrival) LimitFigures {
 			for _, c := range counts {
 				most = max(most, c)
 			}
+			over = max(0, most-l.Rate)
+		case KindRolling:
+			most = maxIn(ts, int64(l.Period))
 			over = max(0, most-l.Rate)
 		default:
 			over = gcraOvershoot(ts, l.interval(), l.Burst)
@@ -251,16 +286,20 @@ func maxIn(sorted []int64, w int64) int64 {
 // arrival order, as slots are reserved.
 func ideal(r *RunResult) int64 {
 	type ev struct {
-		at      int64
-		biz     string
-		phantom bool
+		at, cost int64
+		biz      string
+		phantom  bool
 	}
 	evs := make([]ev, 0, len(r.Intents)+len(r.Phantoms))
 	for _, in := range r.Intents {
-		evs = append(evs, ev{at: in.At, biz: in.Business})
+		c := int64(1)
+		if r.Scenario.Estimate > 0 {
+			c = actualCost(r.Scenario.Estimate, in.At)
+		}
+		evs = append(evs, ev{at: in.At, cost: c, biz: in.Business})
 	}
 	for _, p := range r.Phantoms {
-		evs = append(evs, ev{at: p.At, biz: p.Business, phantom: true})
+		evs = append(evs, ev{at: p.At, cost: 1, biz: p.Business, phantom: true})
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	st := newStackState(r.Scenario.Vendor)
@@ -274,7 +313,7 @@ func ideal(r *RunResult) int64 {
 	if windows {
 		for _, p := range r.Phantoms {
 			for i := range st.limits {
-				st.limits[i].charge(st.state(i, p.Business), p.At)
+				st.limits[i].charge(st.state(i, p.Business), p.At, 1, p.At)
 			}
 		}
 	}
@@ -284,18 +323,166 @@ func ideal(r *RunResult) int64 {
 			continue
 		}
 		if e.phantom || !r.Scenario.Wait {
-			if ok, _ := st.decide(e.at, e.biz); ok && !e.phantom {
+			if ok, _ := st.decide(e.at, e.biz, e.cost); ok && !e.phantom {
 				n++
 			}
 			continue
 		}
-		t := st.earliest(e.at, e.biz)
+		t := st.earliest(e.at, e.biz, e.cost)
 		if t-e.at > int64(r.Scenario.MaxWait) || t >= r.End {
 			continue
 		}
-		if ok, _ := st.decide(t, e.biz); ok {
+		if ok, _ := st.decide(t, e.biz, e.cost); ok {
 			n++
 		}
 	}
 	return n
 }
+
+// overshootConcurrent checks the fleet's arrivals against a concurrency
+// cap: an admitted request is in flight from its arrival until its
+// response was written (Arrival.Done), and the overshoot is the most
+// requests in flight beyond the cap at any arrival, the arriving one
+// counted whether the vendor admitted it or not. MaxWindow is the most
+// in flight at once.
+func overshootConcurrent(l Limit, arrivals []Arrival) LimitFigures {
+	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Rate}
+	type edge struct {
+		at    int64
+		delta int64 // +1 an admitted arrival, -1 its end, 0 a refused arrival
+	}
+	var edges []edge
+	for _, a := range arrivals {
+		if a.OK {
+			edges = append(edges, edge{a.At, 1}, edge{max(a.Done, a.At), -1})
+		} else {
+			edges = append(edges, edge{a.At, 0})
+		}
+	}
+	// At one instant, ends go first: a place given back is free again.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	var cur int64
+	for _, e := range edges {
+		switch e.delta {
+		case -1:
+			cur--
+		case 1:
+			cur++
+			lf.MaxWindow = max(lf.MaxWindow, cur)
+			lf.Overshoot = max(lf.Overshoot, cur-l.Rate)
+		case 0:
+			lf.Overshoot = max(lf.Overshoot, cur+1-l.Rate)
+		}
+	}
+	return lf
+}
+
+// overshootCosts is overshoot for a GCRA whose requests cost their
+// Arrival.Cost (tokens): a GCRA that charges every arrival, admitted or
+// not, and the most tokens by which its tat went beyond the tolerance at
+// any arrival. With costs of 1 it is gcraOvershoot. MaxWindow is the
+// most tokens in any second; Allowed burst + rate.
+func overshootCosts(l Limit, arrivals []Arrival) LimitFigures {
+	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Burst + l.Rate*int64(time.Second)/int64(l.Period)}
+	as := append([]Arrival(nil), arrivals...)
+	sort.Slice(as, func(i, j int) bool { return as[i].At < as[j].At })
+	t, dvt := l.interval(), l.Burst*l.interval()
+	var tat, sum int64
+	lo := 0
+	for k, a := range as {
+		c := max(a.Cost, 1)
+		tat = max(tat, a.At) + c*t
+		lf.Overshoot = max(lf.Overshoot, (tat-a.At-dvt+t-1)/t)
+		sum += c
+		for as[k].At-as[lo].At >= int64(time.Second) {
+			sum -= max(as[lo].Cost, 1)
+			lo++
+		}
+		lf.MaxWindow = max(lf.MaxWindow, sum)
+	}
+	return lf
+}
+
+// kindFigures computes the figures of a scenario of one of issue #11's
+// quota kinds (Figures.Kind).
+func kindFigures(f *Figures, r *RunResult) {
+	sc := &r.Scenario
+	f.Kind = sc.kind()
+	if f.Kind == "" {
+		return
+	}
+	l := sc.Vendor[0]
+	span := r.End - r.Start
+	switch f.Kind {
+	case "concurrency":
+		// The mean in flight over [Start, End - Period): every request
+		// sent in it has ended by the run's end.
+		from, to := r.Start, r.End-int64(l.Period)
+		var held int64
+		for _, a := range r.Arrivals {
+			if a.OK {
+				held += max(0, min(a.Done, to)-max(a.At, from))
+			}
+		}
+		if to > from {
+			f.KindUtilization = float64(held) / float64(l.Rate*(to-from))
+		}
+		f.MaxInFlight = overshootConcurrent(l, r.Arrivals).MaxWindow
+	case "settled":
+		for _, a := range r.Arrivals {
+			if a.OK {
+				f.TokensServed += a.Cost
+			}
+		}
+		f.TokensAllowed = l.Burst + l.Rate*span/int64(l.Period)
+		f.KindUtilization = float64(f.TokensServed) / float64(f.TokensAllowed)
+	case "rolling":
+		periods := span / int64(l.Period)
+		if periods == 0 {
+			return
+		}
+		var served int64
+		for _, a := range r.Arrivals {
+			if a.OK && a.At < r.Start+periods*int64(l.Period) {
+				served++
+			}
+		}
+		f.KindUtilization = float64(served) / float64(periods*l.Rate)
+	}
+}
+
+// idealConcurrent is ideal for a vendor whose one limit is a concurrency
+// cap of Rate places, each request served in Period: the offered
+// requests in arrival order, each taking the place that frees first, at
+// once or (in wait mode) within max wait and before the run's end.
+func idealConcurrent(r *RunResult) int64 {
+	l := r.Scenario.Vendor[0]
+	free := make([]int64, l.Rate) // when each place is free again; kept as a min-heap
+	h := &int64Heap{free}
+	ins := append([]Intent(nil), r.Intents...)
+	sort.Slice(ins, func(i, j int) bool { return ins[i].At < ins[j].At })
+	var n int64
+	for _, in := range ins {
+		t := max(in.At, h.s[0])
+		ok := t == in.At || (r.Scenario.Wait && t-in.At <= int64(r.Scenario.MaxWait) && t < r.End)
+		if ok {
+			h.s[0] = t + int64(l.Period)
+			heap.Fix(h, 0)
+			n++
+		}
+	}
+	return n
+}
+
+type int64Heap struct{ s []int64 }
+
+func (h *int64Heap) Len() int           { return len(h.s) }
+func (h *int64Heap) Less(i, j int) bool { return h.s[i] < h.s[j] }
+func (h *int64Heap) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
+func (h *int64Heap) Push(x any)         { h.s = append(h.s, x.(int64)) }
+func (h *int64Heap) Pop() any           { x := h.s[len(h.s)-1]; h.s = h.s[:len(h.s)-1]; return x }

@@ -193,7 +193,7 @@ func TestOvershootAgreesWithVendor(t *testing.T) {
 		st := newStackState([]Limit{l})
 		all := true
 		for _, a := range ts {
-			if ok, _ := st.decide(a, ""); !ok {
+			if ok, _ := st.decide(a, "", 1); !ok {
 				all = false
 				break
 			}
@@ -214,11 +214,11 @@ func TestDayWindow(t *testing.T) {
 		at   int64
 		want bool
 	}{{base + 1, true}, {base + 2, true}, {base + 3, false}, {base + day - 1, false}, {base + day, true}} {
-		if ok, _ := st.decide(c.at, ""); ok != c.want {
+		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
 			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
 		}
 	}
-	if e := st.earliest(base+5, ""); e != base+day {
+	if e := st.earliest(base+5, "", 1); e != base+day {
 		t.Errorf("earliest = %d, want the next day's start %d", e, base+day)
 	}
 }
@@ -233,7 +233,7 @@ func TestLeakyBucket(t *testing.T) {
 		at   int64
 		want bool
 	}{{base, true}, {base, true}, {base, true}, {base, false}, {base + s/2, true}, {base + s/2, false}, {base + 2*s, true}, {base + 2*s, true}, {base + 2*s, true}} {
-		if ok, _ := st.decide(c.at, ""); ok != c.want {
+		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
 			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
 		}
 	}
@@ -253,7 +253,7 @@ func TestWindowVendor(t *testing.T) {
 		want      bool
 		remaining int64
 	}{{base, true, 1}, {base + s, true, 0}, {base + s + s/2, false, 0}, {base + 2*s, true, 1}, {base + 3*s, true, 0}} {
-		if ok, _ := st.decide(c.at, ""); ok != c.want {
+		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
 			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
 		}
 		limit, rem, reset, ok := st.counter(c.at, "")
@@ -261,7 +261,7 @@ func TestWindowVendor(t *testing.T) {
 			t.Errorf("request %d: counter %d, %d left, reset %d, %v; want 2, %d, %d, true", i, limit, rem, reset, ok, c.remaining, wantReset)
 		}
 	}
-	if _, wait := st.decide(base+3*s+s/2, ""); wait != s/2 {
+	if _, wait := st.decide(base+3*s+s/2, "", 1); wait != s/2 {
 		t.Errorf("refused with wait %v, want the %v to the window's end", time.Duration(wait), time.Duration(s/2))
 	}
 }
@@ -281,5 +281,144 @@ func TestOvershootWindow(t *testing.T) {
 	// Window 0: 3 + 1 - 3 = 1. Window 1: 2 + 4 - 3 = 3, at most the fleet's 2.
 	if lf.Overshoot != 2 || lf.MaxWindow != 6 || lf.Allowed != 3 || lf.Most429 != 1 {
 		t.Errorf("got overshoot %d, max %d / %d, most 429 %d; want 2, 6 / 3, 1", lf.Overshoot, lf.MaxWindow, lf.Allowed, lf.Most429)
+	}
+}
+
+// TestRollingVendor: at most Rate in any trailing Period, exactly: a
+// request is admitted once the oldest of the last Rate has left the
+// period, not a moment sooner.
+func TestRollingVendor(t *testing.T) {
+	t.Parallel()
+	l := Limit{Name: "api", Kind: KindRolling, Rate: 2, Period: 2 * time.Second}
+	st := newStackState([]Limit{l})
+	s := int64(time.Second)
+	base := int64(1e18) + 123
+	for i, c := range []struct {
+		at   int64
+		want bool
+	}{{base, true}, {base + s, true}, {base + 2*s - 1, false}, {base + 2*s, true}, {base + 3*s - 1, false}, {base + 3*s, true}} {
+		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
+			t.Errorf("request %d at +%v: admitted %v, want %v", i, time.Duration(c.at-base), ok, c.want)
+		}
+	}
+	if _, wait := st.decide(base+3*s+s/2, "", 1); wait != s/2 {
+		t.Errorf("refused with wait %v, want 0.5s (until the one at +2s leaves)", time.Duration(wait))
+	}
+	lf := overshoot(l, []Arrival{{At: base}, {At: base + s}, {At: base + 2*s - 1}, {At: base + 2*s}})
+	if lf.Overshoot != 1 || lf.MaxWindow != 3 || lf.Allowed != 2 {
+		t.Errorf("overshoot %d, max %d / %d; want 1, 3 / 2", lf.Overshoot, lf.MaxWindow, lf.Allowed)
+	}
+}
+
+// TestConcurrentVendor: the live vendor holds a place from a request's
+// arrival until done; the ideal client's leave Period after arriving;
+// the overshoot counts a refused arrival beyond the cap.
+func TestConcurrentVendor(t *testing.T) {
+	t.Parallel()
+	l := Limit{Name: "streams", Kind: KindConcurrent, Rate: 2, Period: 100 * time.Millisecond}
+	ms := int64(time.Millisecond)
+	live := newStackState([]Limit{l})
+	live.live = true
+	if ok, _ := live.decide(0, "", 1); !ok {
+		t.Fatal("first request refused")
+	}
+	live.decide(1, "", 1)
+	if ok, _ := live.decide(500*ms, "", 1); ok {
+		t.Error("third request admitted while two are served (the live vendor's requests never end by themselves)")
+	}
+	live.done(600*ms, "")
+	if ok, _ := live.decide(600*ms, "", 1); !ok {
+		t.Error("request refused after one ended")
+	}
+	ideal := newStackState([]Limit{l})
+	ideal.decide(0, "", 1)
+	ideal.decide(ms, "", 1)
+	if ok, wait := ideal.decide(50*ms, "", 1); ok || wait != 50*ms {
+		t.Errorf("ideal: admitted %v, wait %v; want refused for 50ms", ok, time.Duration(wait))
+	}
+	if ok, _ := ideal.decide(100*ms, "", 1); !ok {
+		t.Error("ideal: refused once the first left")
+	}
+	arrivals := []Arrival{{At: 0, Done: 100 * ms, OK: true}, {At: ms, Done: 101 * ms, OK: true}, {At: 50 * ms, OK: false}, {At: 100 * ms, Done: 200 * ms, OK: true}}
+	if lf := overshootConcurrent(l, arrivals); lf.Overshoot != 1 || lf.MaxWindow != 2 {
+		t.Errorf("overshoot %d, most in flight %d; want 1 (the refused arrival), 2", lf.Overshoot, lf.MaxWindow)
+	}
+	arrivals[2].OK, arrivals[2].Done = true, 60*ms
+	if lf := overshootConcurrent(l, arrivals); lf.Overshoot != 1 || lf.MaxWindow != 3 {
+		t.Errorf("overshoot %d, most in flight %d; want 1, 3", lf.Overshoot, lf.MaxWindow)
+	}
+}
+
+// TestCostsVendor: a GCRA of tokens charges each request its actual
+// cost; overshootCosts is gcraOvershoot with costs, and actualCost stays
+// within a fifth of the estimate and all of it.
+func TestCostsVendor(t *testing.T) {
+	t.Parallel()
+	l := Limit{Name: "tokens", Kind: KindGCRA, Rate: 100, Period: time.Second, Burst: 10} // 10 ms a token
+	st := newStackState([]Limit{l})
+	if ok, _ := st.decide(0, "", 10); !ok {
+		t.Fatal("a request of the whole burst refused from idle")
+	}
+	if ok, wait := st.decide(0, "", 5); ok || wait != int64(50*time.Millisecond) {
+		t.Errorf("admitted %v, wait %v; want refused for 50ms", ok, time.Duration(wait))
+	}
+	ms := int64(time.Millisecond)
+	conform := []Arrival{{At: 0, Cost: 10}, {At: 50 * ms, Cost: 5}, {At: 100 * ms, Cost: 5}}
+	if lf := overshootCosts(l, conform); lf.Overshoot != 0 {
+		t.Errorf("conforming arrivals: overshoot %d, want 0", lf.Overshoot)
+	}
+	if lf := overshootCosts(l, append(conform, Arrival{At: 100 * ms, Cost: 3})); lf.Overshoot != 3 {
+		t.Errorf("3 tokens too many: overshoot %d, want 3", lf.Overshoot)
+	}
+	ones := []int64{0, 5 * ms, 6 * ms, 30 * ms, 31 * ms}
+	var as []Arrival
+	for _, a := range ones {
+		as = append(as, Arrival{At: a, Cost: 1})
+	}
+	if got, want := overshootCosts(Limit{Kind: KindGCRA, Rate: 100, Period: time.Second, Burst: 2}, as).Overshoot, gcraOvershoot(ones, 10*ms, 2); got != want {
+		t.Errorf("costs of 1: overshoot %d, gcraOvershoot says %d", got, want)
+	}
+	for at := int64(0); at < 1000; at++ {
+		if c := actualCost(100, at*7919); c < 20 || c > 100 {
+			t.Fatalf("actualCost(100, %d) = %d, want 20..100", at*7919, c)
+		}
+	}
+}
+
+// TestKindScenarios runs the scenarios of the quota kinds briefly with
+// throttle and checks that each kind's figures were measured, and that
+// the vendor never counted more requests in flight than the cap: a lease
+// spans the vendor's count, so that holds whatever the machine's speed
+// (the other kinds' overshoot depends on arrival lag, not checked here).
+func TestKindScenarios(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs, err := Run(ctx, Options{
+		Duration: 2 * time.Second, Processes: 2, Goroutines: 8,
+		Scenarios: []string{"concurrency", "settled", "rolling"}, Exe: os.Args[0],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 {
+		t.Fatalf("got %d runs, want 3", len(runs))
+	}
+	for _, r := range runs {
+		f := Analyze(r)
+		if f.Kind == "" || f.KindUtilization <= 0 || f.Served == 0 {
+			t.Errorf("%s: kind %q, utilization %v, served %d: want a kind's figures", r.Scenario.Name, f.Kind, f.KindUtilization, f.Served)
+		}
+		if f.Kind == "concurrency" && f.Overshoot != 0 {
+			t.Errorf("%s: overshoot %d, want 0", r.Scenario.Name, f.Overshoot)
+		}
+		if f.ScriptsPerDecision < 1 {
+			t.Errorf("%s: %.2f script calls per decision, want at least 1 (every decision is a round trip)", r.Scenario.Name, f.ScriptsPerDecision)
+		}
+		if f.Kind != "rolling" && f.AfterPerRequest == 0 {
+			t.Errorf("%s: no after-calls counted (release or settle)", r.Scenario.Name)
+		}
 	}
 }

@@ -77,6 +77,7 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 				dur(f.P50), dur(f.P99), dur(f.P999), f.CmdsSent)
 		}
 	}
+	kindsSummary(&b, order, figs)
 	b.WriteString("\n## Summary: max overshoot (requests beyond a vendor limit) by scenario and algorithm\n\n| scenario |")
 	for _, a := range Algorithms {
 		b.WriteString(" " + a + " |")
@@ -111,8 +112,15 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 		}
 		b.WriteString(strings.Join(vs, "; ") + ". Clients are configured with: " + strings.Join(cs, "; "))
 		how := fmt.Sprintf("bursts lowered by %v of arrival jitter", sc.Allowance)
-		if limitKind(sc, sc.Vendor[0].Name) == KindWindow {
+		switch {
+		case limitKind(sc, sc.Vendor[0].Name) == KindWindow:
 			how = fmt.Sprintf("a fixed window as a GCRA of its figure at headroom %d%%", windowHeadroom)
+		case sc.kind() == "concurrency":
+			how = fmt.Sprintf("throttle's `%d concurrent lease %v`: the vendor's cap, nothing to allow for since a lease spans the vendor's count", sc.Vendor[0].Rate, leaseTTL)
+		case sc.kind() == "rolling":
+			how = fmt.Sprintf("the period lengthened by %v of arrival jitter", sc.Allowance)
+		case sc.kind() == "settled":
+			how += fmt.Sprintf("; each request reserves %d tokens and settles what its response's usage says", sc.Estimate)
 		}
 		fmt.Fprintf(&b, " (%s, the same for every algorithm). Run: %v, offered %s.\n\n", how, sc.Duration, loadStr(sc))
 		for _, r := range runs {
@@ -130,6 +138,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %d | %s / %s / %s | %s | %s / %s / %s / %s | %.2f / %.2f | %s | %s |\n",
 				f.Algo, f.Intents, f.Sent, f.Served, f.Vendor429, f.Ideal, pctStr(f.Utilization), f.Overshoot,
 				dur(f.P50), dur(f.P99), dur(f.P999), acc, dur(f.LagP50), dur(f.LagP99), dur(f.LagP999), dur(f.LagMax), f.CmdsSent, f.CmdsRan, dur(f.ClientCPU), dur(f.RedisCPU))
+		}
+		for _, f := range figs[name] {
+			if f.Kind != "" {
+				fmt.Fprintf(&b, "\n%s: %s.\n", f.Algo, kindStr(f))
+			}
 		}
 		b.WriteString("\nPer limit (fleet arrivals, served or not): overshoot, and the most sent in one window of the limit's length vs what it allows there.\n\n")
 		b.WriteString("| algorithm |")
@@ -326,4 +339,51 @@ func outcomesStr(o map[string]int64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// kindsSummary writes the table of the quota kinds' scenarios (issue
+// #11), when any ran.
+func kindsSummary(b *strings.Builder, order []string, figs map[string][]Figures) {
+	type kindRow struct {
+		name string
+		f    Figures
+	}
+	var rows []kindRow
+	for _, name := range order {
+		for _, f := range figs[name] {
+			if f.Kind != "" && f.Algo == AlgoThrottle {
+				rows = append(rows, kindRow{name, f})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n## Quota kinds: throttle\n\n")
+	b.WriteString("Concurrency leases, costs settled after the response, rolling windows, each against a vendor that " +
+		"enforces the kind exactly. Utilization is the kind's own: concurrency, the vendor's mean in-flight count over " +
+		"the cap; settled costs, tokens served over what the limit allows in the run; rolling, served per whole period " +
+		"over the limit. Script calls are counted in the workers (a go-redis hook): a decision's (the store's Reserve: " +
+		"reserve.lua) per decision, and those after it (release, renew, settle: after.lua; cancel) per request sent.\n\n")
+	b.WriteString("| scenario | max overshoot | utilization | script calls per decision | after-calls per request | decision p50 / p99 | refused | vendor 429 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, r := range rows {
+		f := r.f
+		fmt.Fprintf(b, "| %s | %d | %s | %.2f | %.2f | %s / %s | %d | %d |\n", r.name, f.Overshoot, pctStr(f.KindUtilization),
+			f.ScriptsPerDecision, f.AfterPerRequest, dur(f.P50), dur(f.P99), f.Outcomes[OutRefused], f.Vendor429)
+	}
+}
+
+// kindStr says a run's figures of its quota kind.
+func kindStr(f Figures) string {
+	var s string
+	switch f.Kind {
+	case "concurrency":
+		s = fmt.Sprintf("mean in flight %s of the cap, at most %d in flight", pctStr(f.KindUtilization), f.MaxInFlight)
+	case "settled":
+		s = fmt.Sprintf("%d tokens served of the %d the limit allows in the run (%s)", f.TokensServed, f.TokensAllowed, pctStr(f.KindUtilization))
+	case "rolling":
+		s = fmt.Sprintf("served %s of the limit per period", pctStr(f.KindUtilization))
+	}
+	return s + fmt.Sprintf("; %.2f script calls per decision, %.2f after-calls per request sent", f.ScriptsPerDecision, f.AfterPerRequest)
 }

@@ -57,6 +57,10 @@ type RunResult struct {
 	Events    []string         `json:"events,omitempty"`
 	// OtherRefused is how many of the phantoms the vendor refused.
 	OtherRefused int64 `json:"other_refused,omitempty"`
+	// DecisionScripts and AfterScripts are throttle's script calls made
+	// by decisions and after them (workerResult).
+	DecisionScripts int64 `json:"decision_scripts,omitempty"`
+	AfterScripts    int64 `json:"after_scripts,omitempty"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -152,7 +156,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
 	res.Phantoms = sc.phantoms(res.Start)
-	v, err := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter)
+	v, err := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter, sc.Estimate)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +318,8 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 			res.Outcomes[k] += n
 		}
 		res.Errors = append(res.Errors, wr.Errors...)
+		res.DecisionScripts += wr.DecisionScripts
+		res.AfterScripts += wr.AfterScripts
 		if wr.Late > 0 {
 			res.Events = append(res.Events, fmt.Sprintf("worker %s was ready %v after the start", p.cmd.Args[0], time.Duration(wr.Late).Round(time.Millisecond)))
 		}

@@ -98,6 +98,26 @@ type Scenario struct {
 	// second while its window ends later); zero: the time until the
 	// request would fit.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// Estimate, when set, makes the vendor a model API and the requests'
+	// cost settled after the response: each request reserves Estimate
+	// (its max_tokens) and the vendor charges, and its response's usage
+	// says, what it actually cost (actualCost: a fifth of Estimate to
+	// all of it); throttle settles from the usage (OpenAIUsage).
+	Estimate int64 `json:"estimate,omitempty"`
+}
+
+// kind says which of the quota kinds of issue #11 the scenario measures:
+// "concurrency", "settled", "rolling", or "" for none.
+func (s *Scenario) kind() string {
+	switch {
+	case s.Estimate > 0:
+		return "settled"
+	case len(s.Vendor) == 1 && s.Vendor[0].Kind == KindConcurrent:
+		return "concurrency"
+	case len(s.Vendor) == 1 && s.Vendor[0].Kind == KindRolling:
+		return "rolling"
+	}
+	return ""
 }
 
 // Configured returns the limits the clients are configured with: the
@@ -113,6 +133,19 @@ func (s *Scenario) Configured() []Limit {
 			// the vendor's count drains the burst.
 			n := max(1, l.Rate*windowHeadroom/100)
 			out[i] = Limit{Name: l.Name, Kind: KindGCRA, Rate: n, Period: l.Period, Burst: n, PerBusiness: l.PerBusiness, Counters: l.Counters}
+			continue
+		}
+		switch l.Kind {
+		case KindConcurrent: // a lease spans the vendor's whole count of a request: no jitter to allow for
+			out[i] = l
+			continue
+		case KindRolling:
+			// An event the store counted at the end of its bucket is
+			// held exactly one period: a request sent on time and one
+			// that lagged would then both be inside the vendor's
+			// trailing period. The allowance lengthens the period.
+			l.Period += s.Allowance
+			out[i] = l
 			continue
 		}
 		if l.Kind != KindDay && s.Allowance > 0 {
@@ -228,6 +261,44 @@ func Scenarios(d time.Duration) []Scenario {
 			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d,
 			Algos:       []string{AlgoThrottle, AlgoThrottleNoSync, AlgoFixedWindow, AlgoRedisRate},
 			PhantomFrom: 0, PhantomTo: d, PhantomRate: 60, RetryAfter: time.Second,
+		},
+		{
+			Name: "concurrency", Title: "Concurrency: at most 16 requests in flight",
+			Doc: "A vendor that serves each request in 100 ms and at most 16 at once (a model API's concurrent streams, " +
+				"GitHub's 100 concurrent requests, scaled down), counting a request in flight from its arrival until its " +
+				"response is written, and answering 429 beyond. Offered 800 req/s (5× the 160 req/s the cap lets through), " +
+				"4 processes sharing the cap; throttle is configured with `limit: 16 concurrent lease 5s`, on_limit: wait, " +
+				"max_wait 1s, and releases a lease when the response body is read. A request that finds every lease held is " +
+				"refused at once today (a lease limit does not wait): it is counted as refused. Utilization: the mean of " +
+				"the vendor's in-flight count over the cap.",
+			Vendor:    []Limit{{Name: "streams", Kind: KindConcurrent, Rate: 16, Period: 100 * time.Millisecond}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 800}, Businesses: 1, Wait: true, MaxWait: time.Second, Duration: d,
+			Algos: []string{AlgoThrottle},
+		},
+		{
+			Name: "settled", Title: "Costs settled after the response (a model API's tokens)",
+			Doc: "A model API with 4,000 tokens/s burst 400 (a tokens-per-minute limit, scaled down) that charges each " +
+				"request the tokens it actually used, a fifth to all of its max_tokens of 100, and says so in the response's " +
+				"usage; offered 400 req/s, fail fast. throttle reserves the estimate (WithCost 100) and settles the usage " +
+				"when the body has been read (WithSettle(ctx, OpenAIUsage(\"tokens\"))): the unused tokens are refunded while " +
+				"no later reservation holds the limit. Utilization: tokens served over what the limit allows in the run " +
+				"(burst + rate × duration); overshoot in tokens.",
+			Vendor:    []Limit{{Name: "tokens", Kind: KindGCRA, Rate: 4000, Period: time.Second, Burst: 400}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 400}, Businesses: 1, Duration: d, Estimate: 100,
+			Algos: []string{AlgoThrottle},
+		},
+		{
+			Name: "rolling", Title: "Rolling window: at most 400 in any trailing 2 s",
+			Doc: "A vendor that admits at most 400 requests in any trailing 2 s (Salesforce's rolling 24 h API quota, " +
+				"scaled down), exactly (a sliding log), offered 1,000 req/s, fail fast, for three periods. throttle is " +
+				"configured with a rolling window of 400 per 2 s plus the 20 ms allowance (`400/2.02s rolling`). " +
+				"Utilization: what the vendor served in each of the run's periods over 400, averaged.",
+			Vendor:    []Limit{{Name: "api", Kind: KindRolling, Rate: 400, Period: 2 * time.Second}},
+			Allowance: 20 * time.Millisecond,
+			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d + d/2,
+			Algos: []string{AlgoThrottle},
 		},
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",

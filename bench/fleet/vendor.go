@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -26,6 +27,15 @@ const (
 	// [k·Period, (k+1)·Period) of Unix time, all of it back at the reset
 	// (GitHub's 5,000 an hour, scaled down).
 	KindWindow = "window"
+	// KindConcurrent caps the requests in flight at Rate: the vendor
+	// counts a request from its arrival until its response is written,
+	// and each request takes Period to serve (a model API's concurrent
+	// streams, GitHub's 100 concurrent requests).
+	KindConcurrent = "concurrent"
+	// KindRolling admits at most Rate in any trailing Period, exactly: a
+	// sliding log of the admitted arrivals (Salesforce's rolling 24 h
+	// quota, scaled down).
+	KindRolling = "rolling"
 )
 
 // ScopeHeader carries the business (tenant, shop) a request is for.
@@ -70,6 +80,10 @@ func (l Limit) String() string {
 		return strconv.FormatInt(l.Rate, 10) + "/day (UTC calendar day)"
 	case KindWindow:
 		return strconv.FormatInt(l.Rate, 10) + " per fixed " + l.Period.String() + " window"
+	case KindConcurrent:
+		return strconv.FormatInt(l.Rate, 10) + " concurrent, each served in " + l.Period.String()
+	case KindRolling:
+		return strconv.FormatInt(l.Rate, 10) + " in any trailing " + l.Period.String()
 	case KindLeaky:
 		s := "leaky bucket " + strconv.FormatInt(l.Burst, 10) + " leaking " + strconv.FormatInt(l.Rate, 10) + "/s"
 		if l.PerBusiness {
@@ -95,16 +109,21 @@ type limitState struct {
 	days  map[int64]int64 // day, window: admitted per window index
 	level float64
 	last  int64 // leaky: when level was computed, ns
+	// ends holds, for a concurrent limit, when each admitted request
+	// leaves (math.MaxInt64 while the live vendor still serves it); for
+	// a rolling limit, the admitted arrivals still in the trailing period.
+	ends []int64
 }
 
-// admitAt reports whether the limit admits one request at now (ns since
-// the epoch) and, if not, how long until it would.
-func (l *Limit) admitAt(s *limitState, now int64) (bool, int64) {
+// admitAt reports whether the limit admits one request of cost c at now
+// (ns since the epoch) and, if not, how long until it would. Only a GCRA
+// counts the cost (a model API's tokens); the other kinds count requests.
+func (l *Limit) admitAt(s *limitState, now, c int64) (bool, int64) {
 	switch l.Kind {
 	case KindGCRA:
 		t := l.interval()
 		tat := max(s.tat, now)
-		earliest := tat + t - l.Burst*t
+		earliest := tat + c*t - l.Burst*t
 		if now >= earliest {
 			return true, 0
 		}
@@ -127,15 +146,37 @@ func (l *Limit) admitAt(s *limitState, now int64) (bool, int64) {
 			return true, 0
 		}
 		return false, int64(math.Ceil((level + 1 - float64(l.Burst)) / float64(l.Rate) * 1e9))
+	case KindConcurrent:
+		s.prune(now)
+		if int64(len(s.ends)) < l.Rate {
+			return true, 0
+		}
+		return false, max(slices.Min(s.ends)-now, 1)
+	case KindRolling:
+		s.prune(now - int64(l.Period))
+		if int64(len(s.ends)) < l.Rate {
+			return true, 0
+		}
+		return false, s.ends[int64(len(s.ends))-l.Rate] + int64(l.Period) - now
 	}
 	return true, 0
 }
 
-// charge counts one admitted request at now.
-func (l *Limit) charge(s *limitState, now int64) {
+// prune drops the ends (or, rolling, the arrivals) at or before t.
+func (s *limitState) prune(t int64) {
+	s.ends = slices.DeleteFunc(s.ends, func(e int64) bool { return e <= t })
+}
+
+// charge counts one admitted request of cost c at now; a concurrent
+// limit holds it until end.
+func (l *Limit) charge(s *limitState, now, c, end int64) {
 	switch l.Kind {
+	case KindConcurrent:
+		s.ends = append(s.ends, end)
+	case KindRolling:
+		s.ends = append(s.ends, now) // arrivals come in order: the log stays sorted
 	case KindGCRA:
-		s.tat = max(s.tat, now) + l.interval()
+		s.tat = max(s.tat, now) + c*l.interval()
 	case KindDay:
 		if s.days == nil {
 			s.days = map[int64]int64{}
@@ -160,16 +201,17 @@ func (s *limitState) levelAt(l *Limit, now int64) float64 {
 }
 
 // earliest is the first time >= t at which the limit admits one request
-// (for the ideal client: the reference a utilization is measured against).
-func (l *Limit) earliest(s *limitState, t int64) int64 {
+// of cost c (for the ideal client: the reference a utilization is
+// measured against).
+func (l *Limit) earliest(s *limitState, t, c int64) int64 {
 	switch l.Kind {
 	case KindDay, KindWindow:
-		if ok, wait := l.admitAt(s, t); !ok {
+		if ok, wait := l.admitAt(s, t, c); !ok {
 			return t + wait // the next window: empty
 		}
 		return t
 	default:
-		_, wait := l.admitAt(s, t)
+		_, wait := l.admitAt(s, t, c)
 		return t + wait
 	}
 }
@@ -187,6 +229,10 @@ func floorDiv(a, b int64) int64 {
 type stackState struct {
 	limits []Limit
 	states []map[string]*limitState
+	// live: the vendor serving requests, which ends a concurrent limit's
+	// requests itself (done) when their responses are written; otherwise
+	// (the ideal client) each leaves Period after its arrival.
+	live bool
 }
 
 func newStackState(limits []Limit) *stackState {
@@ -209,21 +255,51 @@ func (s *stackState) state(i int, biz string) *limitState {
 	return st
 }
 
-// decide admits and charges one request at now, or says how long until it
-// would fit.
-func (s *stackState) decide(now int64, biz string) (bool, int64) {
+// decide admits and charges one request of cost c at now, or says how
+// long until it would fit.
+func (s *stackState) decide(now int64, biz string, c int64) (bool, int64) {
 	ok, wait := true, int64(0)
 	for i := range s.limits {
-		if a, w := s.limits[i].admitAt(s.state(i, biz), now); !a {
+		if a, w := s.limits[i].admitAt(s.state(i, biz), now, c); !a {
 			ok, wait = false, max(wait, w)
 		}
 	}
 	if ok {
 		for i := range s.limits {
-			s.limits[i].charge(s.state(i, biz), now)
+			end := now + int64(s.limits[i].Period)
+			if s.live {
+				end = math.MaxInt64
+			}
+			s.limits[i].charge(s.state(i, biz), now, c, end)
 		}
 	}
 	return ok, wait
+}
+
+// done ends, at now, one request the live vendor admitted and has served:
+// its place in every concurrent limit.
+func (s *stackState) done(now int64, biz string) {
+	for i, l := range s.limits {
+		if l.Kind != KindConcurrent {
+			continue
+		}
+		st := s.state(i, biz)
+		if j := slices.Index(st.ends, math.MaxInt64); j >= 0 {
+			st.ends[j] = now
+		}
+	}
+}
+
+// hold is how long the vendor takes to serve a request: the longest
+// Period of its concurrent limits (zero: at once).
+func (s *stackState) hold() time.Duration {
+	var d time.Duration
+	for _, l := range s.limits {
+		if l.Kind == KindConcurrent {
+			d = max(d, l.Period)
+		}
+	}
+	return d
 }
 
 // counter is what the vendor publishes of its counted limit (the one with
@@ -249,12 +325,13 @@ func (s *stackState) counter(now int64, biz string) (limit, remaining, reset int
 	return 0, 0, 0, false
 }
 
-// earliest is the first time >= t at which every limit admits one request.
-func (s *stackState) earliest(t int64, biz string) int64 {
+// earliest is the first time >= t at which every limit admits one request
+// of cost c.
+func (s *stackState) earliest(t int64, biz string, c int64) int64 {
 	for round := 0; round < 16; round++ {
 		moved := false
 		for i := range s.limits {
-			if e := s.limits[i].earliest(s.state(i, biz), t); e > t {
+			if e := s.limits[i].earliest(s.state(i, biz), t, c); e > t {
 				t, moved = e, true
 			}
 		}
@@ -272,6 +349,12 @@ type Arrival struct {
 	OK       bool   `json:"ok"`
 	// Lag is how long after its earliest slot (SlotHeader) it arrived.
 	Lag int64 `json:"lag,omitempty"`
+	// Done is when the vendor had written its response (ns since the
+	// epoch): an admitted request is in flight from At to Done.
+	Done int64 `json:"d,omitempty"`
+	// Cost is what the vendor charged it (the actual cost of a settled
+	// scenario, otherwise 1).
+	Cost int64 `json:"c,omitempty"`
 }
 
 // A Phantom is traffic the fleet does not see: another tool using the same
@@ -297,17 +380,22 @@ type vendor struct {
 	// retryAfter, when set, is the Retry-After of every 429 instead of
 	// the time until the request would fit.
 	retryAfter time.Duration
-	wg         sync.WaitGroup
+	// estimate, when set, makes the vendor a model API: each request
+	// costs actualCost(estimate, its intent) tokens, charged at its
+	// arrival, and the response says so in its usage.
+	estimate int64
+	wg       sync.WaitGroup
 }
 
-func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration) (*vendor, error) {
+func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration, estimate int64) (*vendor, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	ph := append([]Phantom(nil), phantoms...)
 	sort.Slice(ph, func(i, j int) bool { return ph[i].At < ph[j].At })
-	v := &vendor{stack: newStackState(limits), phantoms: ph, retryAfter: retryAfter, url: "http://" + l.Addr().String()}
+	v := &vendor{stack: newStackState(limits), phantoms: ph, retryAfter: retryAfter, estimate: estimate, url: "http://" + l.Addr().String()}
+	v.stack.live = true
 	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
 	v.wg.Add(1)
 	go func() {
@@ -317,6 +405,21 @@ func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration) (
 		}
 	}()
 	return v, nil
+}
+
+// IntentHeader carries a request's intent time (ns since the epoch):
+// the model API vendor derives the request's actual cost from it
+// (actualCost), so that the ideal client can charge the same.
+const IntentHeader = "X-Bench-Intent"
+
+// actualCost is what a request reserved at estimate actually costs: the
+// tokens a model API's response says it used, from a fifth of the
+// estimate to all of it (a completion stops before max_tokens),
+// spread evenly, a fixed function of the request's intent time.
+func actualCost(estimate, intent int64) int64 {
+	x := uint64(intent) * 0x9E3779B97F4A7C15 // a multiplicative hash: deterministic, well spread
+	lo := max(estimate/5, 1)
+	return lo + int64((x>>33)%uint64(estimate-lo+1))
 }
 
 // warmUpPath is answered 204 without being counted or recorded.
@@ -330,22 +433,43 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	biz := r.Header.Get(ScopeHeader)
+	cost := int64(1)
+	if v.estimate > 0 {
+		intent, _ := strconv.ParseInt(r.Header.Get(IntentHeader), 10, 64)
+		cost = actualCost(v.estimate, intent)
+	}
 	v.mu.Lock()
 	v.phantomsUntil(now)
-	ok, wait := v.stack.decide(now, biz)
-	a := Arrival{At: now, Business: biz, OK: ok}
+	ok, wait := v.stack.decide(now, biz, cost)
+	a := Arrival{At: now, Business: biz, OK: ok, Cost: cost, Done: now}
 	if slot, err := strconv.ParseInt(r.Header.Get(SlotHeader), 10, 64); err == nil && slot > 0 {
 		a.Lag = now - slot
 	}
+	i := len(v.arrivals)
 	v.arrivals = append(v.arrivals, a)
 	limit, remaining, reset, counted := v.stack.counter(now, biz)
+	hold := v.stack.hold()
 	v.mu.Unlock()
 	_, _ = io.Copy(io.Discard, r.Body)
+	if ok && hold > 0 { // serving it takes a while; then it leaves
+		time.Sleep(hold)
+		defer func() {
+			now := time.Now().UnixNano()
+			v.mu.Lock()
+			v.stack.done(now, biz)
+			v.arrivals[i].Done = now
+			v.mu.Unlock()
+		}()
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if counted { // GitHub's form: the reset in Unix seconds (here with milliseconds)
 		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit, 10))
 		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatFloat(float64(reset/int64(time.Millisecond))/1e3, 'f', 3, 64))
+	}
+	if ok && v.estimate > 0 {
+		_, _ = io.WriteString(w, `{"id":"cmpl","usage":{"total_tokens":`+strconv.FormatInt(cost, 10)+`}}`)
+		return
 	}
 	if ok {
 		_, _ = io.WriteString(w, `{"ok":true}`)
@@ -353,6 +477,9 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if v.retryAfter > 0 {
 		wait = int64(v.retryAfter)
+	}
+	if wait > math.MaxInt64/2 { // every place is served by a request whose end is not known yet
+		wait = int64(time.Second)
 	}
 	secs := (wait + int64(time.Second) - 1) / int64(time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
@@ -366,7 +493,7 @@ func (v *vendor) phantomsUntil(now int64) {
 	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
 		p := v.phantoms[0]
 		v.phantoms = v.phantoms[1:]
-		if ok, _ := v.stack.decide(p.At, p.Business); !ok {
+		if ok, _ := v.stack.decide(p.At, p.Business, 1); !ok {
 			v.otherRefused++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -69,6 +70,42 @@ type workerResult struct {
 	// Late is how long after the run's start the worker was ready (0: in
 	// time); a late worker's first requests go out in a bunch.
 	Late int64 `json:"late,omitempty"`
+	// DecisionScripts and AfterScripts count throttle's script calls
+	// (EVALSHA, EVAL): those made by its decisions (the store's Reserve)
+	// and those made for a request after its decision (release, renew,
+	// settle, sync, cancel).
+	DecisionScripts int64 `json:"decision_scripts,omitempty"`
+	AfterScripts    int64 `json:"after_scripts,omitempty"`
+}
+
+// decisionKey marks the context of a decision (timedStore.Reserve), so
+// that scriptCounter tells its script calls from the ones after it.
+type decisionKey struct{}
+
+// scriptCounter is a go-redis hook that counts the script calls of the
+// fleet's requests: within a decision, or after one (a request's context
+// carries its slot, and the transport's calls after the decision keep the
+// request's values). Warm-up calls carry neither and are not counted.
+type scriptCounter struct{ decision, after atomic.Int64 }
+
+func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "evalsha", "eval", "evalsha_ro", "eval_ro":
+			if ctx.Value(decisionKey{}) != nil {
+				c.decision.Add(1)
+			} else if ctx.Value(slotKey{}) != nil {
+				c.after.Add(1)
+			}
+		}
+		return next(ctx, cmd)
+	}
 }
 
 type recorder struct {
@@ -142,7 +179,7 @@ var _ quota.Store = timedStore{}
 
 func (s timedStore) Reserve(ctx context.Context, req *quota.Request) (*quota.Reservation, error) {
 	t0 := time.Now()
-	r, err := s.Store.Reserve(ctx, req)
+	r, err := s.Store.Reserve(context.WithValue(ctx, decisionKey{}, true), req)
 	t1 := time.Now()
 	s.rec.latency(t1.Sub(t0))
 	if err == nil && r.Allowed {
@@ -208,6 +245,10 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 			fmt.Fprintf(&b, "      - {name: %s, rate: %d, period: 1s, burst: %d%s}\n", l.Name, l.Rate, l.Burst, scope)
 		case KindDay:
 			fmt.Fprintf(&b, "      - {name: %s, limit: %d/day%s}\n", l.Name, l.Rate, scope)
+		case KindConcurrent:
+			fmt.Fprintf(&b, "      - {name: %s, limit: %d concurrent lease %s%s}\n", l.Name, l.Rate, leaseTTL, scope)
+		case KindRolling:
+			fmt.Fprintf(&b, "      - {name: %s, limit: %d/%s rolling%s}\n", l.Name, l.Rate, l.Period, scope)
 		}
 	}
 	for _, l := range limits {
@@ -217,6 +258,10 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 	}
 	return b.String()
 }
+
+// leaseTTL is the lease TTL of throttle's concurrency limits: well above
+// a request's time in flight, so that no live lease expires.
+const leaseTTL = 5 * time.Second
 
 func runWorker(spec *workerSpec) (*workerResult, error) {
 	sc := &spec.Scenario
@@ -230,8 +275,10 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	var client *http.Client
 	var lim limiter
 	var st *redisstore.Store
+	scripts := &scriptCounter{}
 	switch spec.Algo {
 	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync:
+		rdb.AddHook(scripts)
 		share := 0.0
 		if spec.Algo == AlgoThrottleLocal {
 			share = 1 / float64(spec.Processes)
@@ -289,6 +336,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	dispatch(spec, end, jobs, rec)
 	close(jobs)
 	wg.Wait()
+	rec.res.DecisionScripts, rec.res.AfterScripts = scripts.decision.Load(), scripts.after.Load()
 	return &rec.res, nil
 }
 
@@ -348,11 +396,15 @@ func newRequest(ctx context.Context, spec *workerSpec, biz string) (*http.Reques
 
 func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) {
 	ctx = context.WithValue(ctx, slotKey{}, &slot{})
+	if sc := &spec.Scenario; sc.Estimate > 0 { // a model API: reserve max_tokens, settle the usage
+		ctx = throttle.WithSettle(throttle.WithCost(ctx, sc.Estimate), throttle.OpenAIUsage(sc.Vendor[0].Name))
+	}
 	req, err := newRequest(ctx, spec, in.Business)
 	if err != nil {
 		rec.outcome(OutOther, err)
 		return
 	}
+	req.Header.Set(IntentHeader, strconv.FormatInt(in.At, 10))
 	resp, err := client.Do(req)
 	if err != nil {
 		var le *throttle.LimitError
