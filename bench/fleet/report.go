@@ -242,7 +242,10 @@ const howToRead = `## How to read it
   quota (a real UTC day window with a small quota), a Shopify-style leaky
   bucket, a fixed window. A refused request gets 429 with Retry-After
   (whole seconds). Where a scenario says so, every response carries the
-  count of one window limit (X-RateLimit-Limit, -Remaining, -Reset).
+  count of one window limit (X-RateLimit-Limit, -Remaining, -Reset). The
+  quota kinds' scenarios add a concurrency cap (requests in flight, each
+  served in a fixed time), a model API that charges each request the
+  tokens it actually used, and a rolling window (a sliding log).
 - **Max overshoot**: over the fleet's arrivals (served or not), the most
   requests beyond what the limit allows in any interval (GCRA and bucket:
   max over i <= j of (j-i+1) - burst - floor((a_j-a_i)/interval)) or in
