@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,6 +93,16 @@ type ItemState struct {
 	// buckets after Now (which count already: Remaining is Rate - Used -
 	// Ahead); zero for GCRA.
 	Ahead int64
+	// Debt is what settled costs (quota.Reservation.Settle) charged
+	// beyond the limit, which the requests after them wait out: for a
+	// GCRA limit the events of cost 1 by which its tat lies beyond its
+	// tolerance (rounded up), for a window its count beyond its rate.
+	// Zero for the other kinds, which are not settled.
+	Debt int64
+	// NextExpiry is, for a Concurrency limit, how long until the soonest
+	// of the leases held expires unless its holder renews it (ResetAfter
+	// is the latest); zero when none is held.
+	NextExpiry time.Duration
 	// Exists reports whether the key holds state; a key that does not is
 	// idle (or expired), with its full capacity remaining.
 	Exists bool
@@ -139,7 +148,7 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	if len(reqs) == 0 {
 		return out, nil
 	}
-	err := s.bounded(ctx, func(ctx context.Context) error {
+	_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
 		cmds := s.evalAll(ctx, keys, nowArg, false)
 		// A shard that has not cached the script (a fresh server, a
 		// failover) gets it sent in full.
@@ -162,14 +171,14 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 		for i, c := range cmds {
 			v, err := c.Result()
 			if err != nil {
-				return err
+				return struct{}{}, err
 			}
 			if out[i], err = parseInspect(reqs[i], keys[i], v); err != nil {
-				return err
+				return struct{}{}, err
 			}
 		}
-		return nil
-	})
+		return struct{}{}, nil
+	}))
 	if err != nil {
 		return nil, s.fail(ctx, "inspect", err)
 	}
@@ -193,32 +202,16 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, nowArg any, full b
 	return cmds
 }
 
-// checkInspect refuses a request Inspect cannot read.
+// checkInspect refuses a request Inspect cannot read: one Reserve would
+// refuse (quota.Request.Validate), its Cost and MaxWait aside since
+// Inspect ignores them.
 func checkInspect(req *quota.Request) error {
-	if req == nil || req.Tag == "" {
-		return fmt.Errorf("%w inspect: empty tag", quota.ErrInvalid)
+	if req == nil {
+		return fmt.Errorf("%w inspect: no request", quota.ErrInvalid)
 	}
-	if len(req.Items) == 0 && len(req.Pauses) == 0 {
-		return fmt.Errorf("%w inspect: no limit and no pause to read", quota.ErrInvalid)
-	}
-	for i := range req.Items {
-		it := &req.Items[i]
-		if it.Limit == nil {
-			return fmt.Errorf("%w inspect: item %d has no limit", quota.ErrInvalid, i)
-		}
-		if err := it.Limit.Validate(); err != nil {
-			return err
-		}
-		if it.Key == "" {
-			return fmt.Errorf("%w limit %q: empty key", quota.ErrInvalid, it.Limit.Name)
-		}
-	}
-	for _, p := range req.Pauses {
-		if p == "" {
-			return fmt.Errorf("%w inspect: empty pause key", quota.ErrInvalid)
-		}
-	}
-	return nil
+	r := *req
+	r.Cost, r.MaxWait = 0, 0
+	return r.Validate()
 }
 
 // parseInspect checks a reply of inspect.lua and computes the snapshot.
@@ -294,6 +287,9 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 		st.Remaining = rem
 		st.ResetAfter = time.Duration(tat-now) * time.Microsecond
 		st.Used = l.Capacity() - rem
+		if over := tat - now - dvt; over > 0 {
+			st.Debt = (over + T - 1) / T
+		}
 		return st, nil
 	}
 	if l.Kind == quota.Concurrency {
@@ -329,6 +325,7 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 	}
 	st.Used, st.Ahead = count, ahead
 	st.Remaining = max(l.Rate-count, 0)
+	st.Debt = max(count-l.Rate, 0)
 	st.ResetAfter = time.Duration(e0-now) * time.Microsecond
 	return st, nil
 }
@@ -336,7 +333,7 @@ func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error
 // leaseState is itemState for a Concurrency limit: the leases that have
 // not expired at now are held.
 func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (ItemState, error) {
-	var held, latest int64
+	var held, latest, soonest int64
 	switch typ {
 	case "none":
 	case "zset":
@@ -350,6 +347,9 @@ func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (I
 			if x > now {
 				held++
 				latest = max(latest, x)
+				if soonest == 0 || x < soonest {
+					soonest = x
+				}
 			}
 		}
 	default:
@@ -358,6 +358,9 @@ func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (I
 	st.Used = held
 	st.Remaining = max(l.Rate-held, 0)
 	st.ResetAfter = time.Duration(max(latest-now, 0)) * time.Microsecond
+	if held > 0 {
+		st.NextExpiry = time.Duration(soonest-now) * time.Microsecond
+	}
 	return st, nil
 }
 
@@ -449,41 +452,13 @@ func (s *Store) del(ctx context.Context, op string, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := s.bounded(ctx, func(ctx context.Context) error {
-		return s.client.Del(ctx, keys...).Err()
-	})
+	_, err := bounded[int64](ctx, s, callFunc[int64](func(ctx context.Context) (int64, error) {
+		return s.client.Del(ctx, keys...).Result()
+	}))
 	if err != nil {
 		return s.fail(ctx, op, err)
 	}
 	return nil
-}
-
-// bounded runs f with the store's timeout. With a client that ignores
-// context deadlines on its sockets, the store stops waiting at the
-// deadline and lets f finish in the background, as run does.
-func (s *Store) bounded(ctx context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if !s.guard {
-		err := f(ctx)
-		if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w (%w)", cerr, err)
-		}
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		default:
-		}
-		return ctx.Err()
-	}
 }
 
 // DefaultScanCount is the COUNT hint of each SCAN of a KeyScan when its
@@ -559,11 +534,17 @@ func (ks *KeyScan) Step(ctx context.Context, steps int) (keys []string, complete
 		ended := false
 		for i := 0; i < steps; i++ {
 			var page []string
-			err := ks.s.bounded(ctx, func(ctx context.Context) error {
+			var next uint64
+			var err error
+			page, err = bounded[[]string](ctx, ks.s, callFunc[[]string](func(ctx context.Context) ([]string, error) {
+				var page []string
 				var err error
-				page, cur, err = c.Scan(ctx, cur, ks.match, ks.count).Result()
-				return err
-			})
+				page, next, err = c.Scan(ctx, cur, ks.match, ks.count).Result()
+				return page, err
+			}))
+			if err == nil {
+				cur = next
+			}
 			if err != nil {
 				return ks.s.fail(ctx, "scan", err)
 			}

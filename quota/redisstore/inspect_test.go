@@ -295,6 +295,8 @@ func TestInspectRejects(t *testing.T) {
 		{Tag: "t", Items: []quota.Item{{Limit: peak}}},
 		{Tag: "t", Pauses: []string{""}},
 		{Tag: "t", Items: []quota.Item{{Limit: &quota.Limit{Name: "zero", Kind: quota.GCRA}, Key: "z"}}},
+		// What Reserve refuses, Inspect refuses (one validation).
+		{Tag: "t", Items: []quota.Item{{Limit: peak, Key: "peak", Cost: -1}}},
 	} {
 		if _, err := st.Inspect(ctx, req); !errors.Is(err, quota.ErrInvalid) {
 			t.Errorf("Inspect(%+v) = %v, want ErrInvalid", req, err)
@@ -473,14 +475,49 @@ func TestInspectLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range []struct {
-		after time.Duration
-		used  int64
-		reset time.Duration
-	}{{0, 2, 10 * time.Second}, {6 * time.Second, 1, 4 * time.Second}, {4 * time.Second, 0, 0}} {
+		after       time.Duration
+		used        int64
+		reset, next time.Duration
+	}{{0, 2, 10 * time.Second, 6 * time.Second}, {6 * time.Second, 1, 4 * time.Second, 4 * time.Second}, {4 * time.Second, 0, 0, 0}} {
 		clock.Advance(w.after)
 		got := mustInspect(t, st, req).Items[0]
-		if got.Used != w.used || got.Remaining != 3-w.used || got.ResetAfter != w.reset || !got.Exists {
-			t.Errorf("at %v: %+v, want %d leases held, the latest expiring in %v", clock.Now(), got, w.used, w.reset)
+		if got.Used != w.used || got.Remaining != 3-w.used || got.ResetAfter != w.reset || got.NextExpiry != w.next || !got.Exists {
+			t.Errorf("at %v: %+v, want %d leases held, the soonest expiring in %v, the latest in %v", clock.Now(), got, w.used, w.next, w.reset)
 		}
+	}
+}
+
+// TestInspectDebt checks that Inspect reports what settled costs charged
+// beyond a limit: a GCRA tat beyond its tolerance, in events of cost 1,
+// and a window's count beyond its rate; and that the GCRA debt is what
+// a decision makes the next request wait out.
+func TestInspectDebt(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	st := inspectStore(t, srv.Client(t), clock)
+	tokens := &quota.Limit{Name: "tokens", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 5} // 100 ms a token
+	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 7, Calendar: quota.Calendar{Unit: quota.Day}}
+	req := quota.Request{Tag: "acme", Items: []quota.Item{{Limit: tokens, Key: "tokens"}, {Limit: daily, Key: "daily"}}}
+	rsv := mustReserve(t, st, req, 5, 0)
+	if got := mustInspect(t, st, req).Items; got[0].Debt != 0 || got[1].Debt != 0 {
+		t.Fatalf("before settling: debts %d, %d, want none", got[0].Debt, got[1].Debt)
+	}
+	if err := rsv.Settle(context.Background(), []int64{8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	got := mustInspect(t, st, req).Items
+	if got[0].Debt != 3 || got[0].Remaining != 0 || got[0].ResetAfter != 800*time.Millisecond {
+		t.Errorf("tokens after settling 8 of 5: %+v, want debt 3, nothing remaining, full in 800ms", got[0])
+	}
+	if got[1].Debt != 2 || got[1].Used != 9 || got[1].Remaining != 0 {
+		t.Errorf("daily after settling 9 of 5: %+v, want debt 2, used 9", got[1])
+	}
+	probe := mustReserve(t, st, quota.Request{Tag: "acme", Items: req.Items[:1]}, 1, 0)
+	if want := time.Duration(got[0].Debt+1) * 100 * time.Millisecond; probe.Allowed || probe.RetryAfter != want {
+		t.Errorf("a request after the debt: allowed %v, retry after %v; want refused for %v (the debt and its own token)", probe.Allowed, probe.RetryAfter, want)
+	}
+	clock.Advance(250 * time.Millisecond)
+	if got := mustInspect(t, st, req).Items[0]; got.Debt != 1 {
+		t.Errorf("250ms later: debt %d, want 1 (50ms of it left, rounded up)", got.Debt)
 	}
 }

@@ -495,40 +495,10 @@ func (s *Store) nowArg() any {
 	return ""
 }
 
-// run runs a script with the store's timeout: EVALSHA, and EVAL when the
-// server does not have the script cached.
+// run runs a script with the store's timeout (bounded): EVALSHA, and
+// EVAL when the server does not have the script cached.
 func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args []any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if !s.guard {
-		v, err := sc.Run(ctx, s.client, keys, args...).Result()
-		if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-			// The deadline reached the socket as an i/o timeout: say
-			// which deadline it was, and keep what the socket said.
-			err = fmt.Errorf("%w (%w)", cerr, err)
-		}
-		return v, err
-	}
-	type result struct {
-		v   any
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := sc.Run(ctx, s.client, keys, args...).Result()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		select {
-		case r := <-done: // a reply that raced the deadline still counts
-			return r.v, r.err
-		default:
-		}
-		return nil, ctx.Err()
-	}
+	return bounded[any](ctx, s, script{s.client, sc, keys, args})
 }
 
 // fail wraps an error of a call. When the caller's own context ended, its
