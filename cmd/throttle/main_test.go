@@ -125,7 +125,8 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	out := mustCLI(t, "validate", validFile)
 	for _, want := range []string{
-		"valid, 3 providers",
+		"valid, 4 providers",
+		"3 concurrent lease 1m0s",
 		"10/min burst 5",
 		"100/day resets 00:00 America/Los_Angeles",
 		"1000/24h rolling",
@@ -300,6 +301,50 @@ func TestStatusMatchesReservations(t *testing.T) {
 	out := mustCLI(t, f.args("status", "tenants")...)
 	if !regexp.MustCompile(`tenants\s+quota\s+business\s+busy\s+5/min\s+4\s+1/5`).MatchString(out) {
 		t.Errorf("table lacks busy's row:\n%s", out)
+	}
+}
+
+// TestStatusLeasesAndDebt checks that status shows a concurrency limit's
+// leases held and when the soonest expires, and the debt that settling a
+// cost above its estimate left on a GCRA limit, in JSON and in the table.
+func TestStatusLeasesAndDebt(t *testing.T) {
+	t.Parallel()
+	f := startFixture(t)
+	first := f.reserve(t, "https://api.models.test/v1/chat", "")
+	res, _, err := f.cfg.Resolve(httptest.NewRequest("GET", "https://api.models.test/v1/chat", nil), providers.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Request.Cost = 40 // the estimate: 40 tokens of the burst of 50
+	second, err := f.store.Reserve(context.Background(), &res.Request)
+	if err != nil || !first.Allowed || !second.Allowed {
+		t.Fatalf("reservations: %v, %v, %v", first.Allowed, second.Allowed, err)
+	}
+	// It used 60: 20 tokens beyond the estimate, 10 beyond the burst (T = 600ms).
+	if err := second.Settle(context.Background(), []int64{60, -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := f.status(t, "models")
+	streams := findRow(t, v, "models", "streams", "")
+	if streams.Kind != "concurrent" || streams.Used != 1 || streams.Capacity != 3 || streams.Remaining != 2 ||
+		streams.NextExpiryMS < 50_000 || streams.NextExpiryMS > 60_000 || streams.Debt != 0 {
+		t.Errorf("streams: %+v, want 1 lease of 3 held, the soonest expiring within the minute's TTL", streams)
+	}
+	tokens := findRow(t, v, "models", "tokens", "")
+	if tokens.Debt < 9 || tokens.Debt > 11 || tokens.Remaining != 0 || tokens.NextExpiryMS != 0 {
+		t.Errorf("tokens: %+v, want a debt of about 10 tokens and nothing remaining", tokens)
+	}
+	out := mustCLI(t, f.args("status", "models")...)
+	for _, re := range []string{
+		`models\s+streams\s+provider\s+-\s+3 concurrent lease 1m0s\s+1 leases \(soonest expires in \d+(\.\d+)?s\)\s+2/3`,
+		`models\s+tokens\s+provider\s+-\s+100/min burst 50\s+50 \((9|10|11) debt\)\s+0/50`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("table lacks %s:\n%s", re, out)
+		}
 	}
 }
 

@@ -23,7 +23,10 @@ Status shows the live state of the limits in Redis, read without changing
 anything and computed as the store decides (Redis's TIME is the clock): per
 limit and scope value, the capacity used, what remains (events of cost 1
 admitted at once), how long until the limit is back to full, and the pause
-in force.
+in force. A concurrency limit shows the leases held (live ones: not
+released, not expired) and when the soonest expires unless renewed; a
+rolling window its count in the trailing period; a limit that settled
+costs took past its capacity, the debt the next requests wait out.
 
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
@@ -53,17 +56,28 @@ JSON (--json), field names stable:
 	    "scopes_known": 12,       scope values found so far
 	    "scopes_shown": 10,       of those, shown (busiest first)
 	    "rows": [{
-	      "limit": "global", "kind": "gcra" | "window",
+	      "limit": "global", "kind": "gcra" | "window" | "rolling" | "concurrent",
 	      "spec": "90/s",         short form, headroom applied
 	      "scope": "header:Stripe-Account" | "provider" | ...,
 	      "value": "acct_1",      "" for a provider-wide limit, or for the
 	                              shared state of requests without a value
-	      "capacity": 90,         burst (gcra) or quota (window)
+	      "capacity": 90,         burst (gcra), quota (window, rolling) or
+	                              leases (concurrent)
 	      "used": 3,              window: count of the current window;
+	                              rolling: count in the trailing period;
+	                              concurrent: leases held;
 	                              gcra: capacity - remaining
 	      "remaining": 87,
-	      "ahead": 0,             window: already charged to later windows
-	      "reset_after_ms": 34,   until back to full (rounded up)
+	      "ahead": 0,             window, rolling: already charged to later
+	                              windows or buckets
+	      "debt": 0,              charged past the limit by settled costs:
+	                              gcra, events of cost 1 its state lies
+	                              beyond its burst; window, its count
+	                              beyond its quota
+	      "next_expiry_ms": 0,    concurrent: until the soonest lease held
+	                              expires unless renewed (0: none held)
+	      "reset_after_ms": 34,   until back to full (rounded up; concurrent:
+	                              until the latest lease expires)
 	      "paused_until": null,   the pause these requests read, or null
 	      "key": "throttle:{stripe}:global",
 	      "exists": true          false: no state, the limit is idle
@@ -202,6 +216,8 @@ type row struct {
 	Used         int64      `json:"used"`
 	Remaining    int64      `json:"remaining"`
 	Ahead        int64      `json:"ahead"`
+	Debt         int64      `json:"debt"`
+	NextExpiryMS int64      `json:"next_expiry_ms"`
 	ResetAfterMS int64      `json:"reset_after_ms"`
 	PausedUntil  *time.Time `json:"paused_until"`
 	Key          string     `json:"key"`
@@ -454,9 +470,9 @@ func (g *group) rows(pause time.Time) []row {
 		q := lim.Quota
 		r := row{
 			Limit: q.Name, Kind: q.Kind.String(), Spec: spec(q), Scope: lim.Scope.String(), Value: g.part,
-			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead,
-			ResetAfterMS: int64((it.ResetAfter + time.Millisecond - 1) / time.Millisecond),
-			Key:          it.Key, Exists: it.Exists,
+			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead, Debt: it.Debt,
+			NextExpiryMS: ceilMS(it.NextExpiry), ResetAfterMS: ceilMS(it.ResetAfter),
+			Key: it.Key, Exists: it.Exists,
 			shared: g.part == "" && lim.Scope.Kind != providers.ScopeProvider,
 		}
 		if pause.After(g.snap.Now) {
@@ -471,6 +487,11 @@ func (g *group) rows(pause time.Time) []row {
 		g.score = -1 // a paused scope is the busiest of all
 	}
 	return out
+}
+
+// ceilMS is d in milliseconds, rounded up.
+func ceilMS(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -516,8 +537,19 @@ func render(w io.Writer, v *view, asJSON bool) error {
 				value = "(none)"
 			}
 			used := fmt.Sprint(r.Used)
+			switch {
+			case r.Kind == quota.Concurrency.String() && r.Used > 0:
+				used = fmt.Sprintf("%d leases (soonest expires in %s)", r.Used, time.Duration(r.NextExpiryMS)*time.Millisecond)
+			case r.Kind == quota.Concurrency.String():
+				used = "0 leases"
+			case r.Kind == quota.Rolling.String():
+				used += " in trailing period"
+			}
 			if r.Ahead > 0 {
 				used += fmt.Sprintf(" (+%d ahead)", r.Ahead)
+			}
+			if r.Debt > 0 {
+				used += fmt.Sprintf(" (%d debt)", r.Debt)
 			}
 			paused := "-"
 			if r.PausedUntil != nil {
