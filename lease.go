@@ -36,6 +36,9 @@ type leaseHold struct {
 
 	active atomic.Int32  // > 0 while the round trip or a Read is in progress
 	reads  atomic.Uint64 // Reads started
+	// expired: the renewals stopped, so the leases expire in the store
+	// (reported as LeaseExpired, once).
+	expired atomic.Bool
 
 	once sync.Once
 	stop chan struct{}
@@ -48,6 +51,7 @@ func (t *Transport) holdLeases(ctx context.Context, provider string, rsv *quota.
 	h := &leaseHold{t: t, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
 		every: max(ttl/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
 	h.active.Store(1)
+	t.observe(ctx, Event{Kind: Leased, Provider: provider})
 	go h.renew()
 	return h
 }
@@ -68,6 +72,8 @@ func (h *leaseHold) renew() {
 		r := h.reads.Load()
 		if h.active.Load() == 0 && r == seen {
 			if idle++; idle >= 2 {
+				h.expired.Store(true)
+				h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
 				return
 			}
 			continue
@@ -84,8 +90,16 @@ func (h *leaseHold) release() {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
-		if err := h.rsv.Release(h.ctx); err != nil {
+		err := h.rsv.Release(h.ctx)
+		if err != nil {
 			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+		}
+		switch {
+		case h.expired.Load(): // reported when the renewals stopped
+		case err != nil:
+			h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Err: err})
+		default:
+			h.t.observe(h.ctx, Event{Kind: Released, Provider: h.provider})
 		}
 	})
 }

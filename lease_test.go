@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,5 +252,77 @@ providers:
 	}
 	if _, err := get("/x"); err != nil {
 		t.Fatalf("2s after an abandoned body's lease was taken: %v, want its lease expired", err)
+	}
+}
+
+// TestLeaseEvents: the observer is told when a request takes its leases
+// and when it gives them back (its body read to EOF, or its round trip
+// failed), and, once, when a body neither read nor closed lets them
+// expire: a later Close reports nothing more.
+func TestLeaseEvents(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits: [{name: one, limit: 1 concurrent lease 2s}]
+`
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	obs := &recorder{}
+	v := e2eVendor(t, throttletest.Options{})
+	tr, _ := e2eTransport(t, yaml, v.Host(), throttle.WithObserver(obs), throttle.WithClock(clock),
+		throttle.WithStore(quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})))
+	req, _ := http.NewRequest("GET", v.URL+"/x", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	failing, _ := e2eTransport(t, yaml, v.Host(), throttle.WithObserver(obs), throttle.WithBase(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("connection refused")
+	})))
+	if _, err := failing.RoundTrip(req); err == nil {
+		t.Fatal("the failing base's round trip succeeded")
+	}
+	leases := func() []throttle.EventKind {
+		var k []throttle.EventKind
+		for _, e := range obs.snapshot() {
+			switch e.Kind {
+			case throttle.Leased, throttle.Released, throttle.LeaseExpired:
+				if e.Provider != "vendor" {
+					t.Errorf("%v event of provider %q", e.Kind, e.Provider)
+				}
+				k = append(k, e.Kind)
+			}
+		}
+		return k
+	}
+	want := []throttle.EventKind{throttle.Leased, throttle.Released, throttle.Leased, throttle.Released}
+	if got := leases(); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+
+	resp, err = tr.RoundTrip(req) // never read: after two idle renewal ticks the leases expire
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		for deadline := time.Now().Add(10 * time.Second); clock.Timers() < 1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the renewal timer was never set")
+			}
+		}
+		clock.Advance(time.Second)
+	}
+	want = append(want, throttle.Leased, throttle.LeaseExpired)
+	for deadline := time.Now().Add(10 * time.Second); !slices.Equal(leases(), want); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events %v, want %v", leases(), want)
+		}
+	}
+	resp.Body.Close()
+	if got := leases(); !slices.Equal(got, want) {
+		t.Errorf("after closing the abandoned body: %v, want no more than %v", got, want)
 	}
 }

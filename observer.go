@@ -40,9 +40,32 @@ const (
 	// refused it (fail_closed), sent it unthrottled (fail_open) or had the
 	// in-process limiter decide (local). Err says why the store did not.
 	FellBack
+	// Leased: the admitted request holds a lease in each Concurrency
+	// limit of its stack, from now until Released or LeaseExpired (it
+	// took them at its decision; a waiter's are reported once it goes).
+	Leased
+	// Released: the request's leases were given back: its response body
+	// was read to its end or closed, or the round trip failed.
+	Released
+	// LeaseExpired: the request's leases were not given back and expire
+	// on their TTL in the store, as far as this process knows: its body
+	// was neither read nor closed for a whole TTL, so the renewals
+	// stopped, or the release failed (Err says how; a StoreError comes
+	// first). A process that dies reports nothing: its leases expire all
+	// the same.
+	LeaseExpired
+	// Settled: a request's actual cost in the limit Limit differed from
+	// the estimate it reserved, and was settled (Reservation.Settle).
+	// Delta is actual - estimate: above zero the excess charged, a debt
+	// that the next requests wait out once it takes the limit past its
+	// capacity; below zero the refund asked for, which the store gives
+	// back only where it cannot let later requests exceed the limit (see
+	// package quota, "Settle").
+	Settled
 )
 
-var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back"}
+var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back",
+	"leased", "released", "lease_expired", "settled"}
 
 // String returns the kind in snake case, e.g. "upstream_throttled", or
 // EventKind(n) for a kind this version does not know.
@@ -78,6 +101,9 @@ type Event struct {
 	Err error
 	// Policy is the on_store_error policy that decided (FellBack).
 	Policy providers.StoreErrorPolicy
+	// Delta is, for Settled, the actual cost minus the estimate in the
+	// limit's units (a model API's tokens).
+	Delta int64
 	// Items and Statuses are the stack and its state after the decision
 	// (Decided, Refused).
 	Items    []quota.Item
@@ -95,8 +121,9 @@ type Observer interface {
 }
 
 // SlogObserver logs every event that is not routine to logger: refusals,
-// cancellations, upstream throttles, pauses, store errors and fallbacks
-// at Warn, waits at Debug. Decisions that let a request go at once are not
+// cancellations, upstream throttles, pauses, store errors, fallbacks and
+// leases left to expire at Warn; waits, leases taken and released and
+// settled costs at Debug. Decisions that let a request go at once are not
 // logged. Scope values (tenant ids) are never logged.
 func SlogObserver(logger *slog.Logger) Observer { return slogObserver{logger} }
 
@@ -110,7 +137,7 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 			return
 		}
 		level = slog.LevelDebug
-	case Waited:
+	case Waited, Leased, Released, Settled:
 		level = slog.LevelDebug
 	}
 	if !o.l.Enabled(ctx, level) {
@@ -131,6 +158,9 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 	}
 	if e.Kind == FellBack {
 		attrs = append(attrs, slog.String("policy", e.Policy.String()))
+	}
+	if e.Kind == Settled {
+		attrs = append(attrs, slog.Int64("delta", e.Delta))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))

@@ -40,6 +40,12 @@ func TestEventKindString(t *testing.T) {
 	if got := throttle.UpstreamThrottled.String(); got != "upstream_throttled" {
 		t.Errorf("UpstreamThrottled.String() = %q", got)
 	}
+	for k, want := range map[throttle.EventKind]string{throttle.Leased: "leased", throttle.Released: "released",
+		throttle.LeaseExpired: "lease_expired", throttle.Settled: "settled"} {
+		if got := k.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", k, got, want)
+		}
+	}
 	if got := throttle.EventKind(200).String(); got != "EventKind(200)" {
 		t.Errorf("EventKind(200).String() = %q, want EventKind(200), as every enum prints a value it does not know", got)
 	}

@@ -296,8 +296,13 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 // Settle of rsv with the actual costs by limit name.
 func (t *Transport) settleFunc(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation) func(map[string]int64) {
 	names := make([]string, len(q.Items))
+	estimates := make([]int64, len(q.Items))
 	for i, it := range q.Items {
 		names[i] = it.Limit.Name
+		estimates[i] = -1 // not settled: the estimate stays (quota.Reservation.Settle)
+		if k := it.Limit.Kind; k == quota.GCRA || k == quota.Window {
+			estimates[i] = q.CostOf(i)
+		}
 	}
 	ctx = context.WithoutCancel(ctx)
 	return func(costs map[string]int64) {
@@ -314,6 +319,12 @@ func (t *Transport) settleFunc(ctx context.Context, provider string, q *quota.Re
 		}
 		if err := rsv.Settle(ctx, actual); err != nil {
 			t.observe(ctx, Event{Kind: StoreError, Provider: provider, Err: err})
+			return
+		}
+		for i, c := range actual {
+			if c >= 0 && estimates[i] >= 0 && c != estimates[i] {
+				t.observe(ctx, Event{Kind: Settled, Provider: provider, Limit: names[i], Delta: c - estimates[i]})
+			}
 		}
 	}
 }

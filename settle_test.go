@@ -139,18 +139,38 @@ func TestSettleStreams(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	refunds := &recorder{}
+	tr, _ = e2eTransport(t, settleYAML, v.Host(), throttle.WithObserver(refunds))
 	anthropic := throttle.WithSettle(context.Background(), throttle.AnthropicUsage("input", "output"))
 	must(do(anthropic, "/anthropic-stream", map[string]int64{"input": 100, "output": 450}), "Anthropic, 100 in and 450 out reserved")
+	deltas := map[string]int64{}
+	for _, e := range refunds.snapshot() {
+		if e.Kind == throttle.Settled {
+			deltas[e.Limit] += e.Delta
+		}
+	}
+	if len(deltas) != 2 || deltas["input"] != -40 || deltas["output"] != -420 {
+		t.Errorf("Settled deltas %v, want input -40 and output -420 (refunds)", deltas)
+	}
 	// Used: 60 in (50 + 10 written to the cache; reads do not count), 30 out.
 	must(do(context.Background(), "/none", map[string]int64{"input": 940, "output": 470}), "the unused input and output came back")
 	if err := do(context.Background(), "/none", map[string]int64{"input": 1, "output": 1}); !errors.Is(err, throttle.ErrLimited) {
 		t.Fatalf("after both were used up: %v, want refused", err)
 	}
 
-	tr, _ = e2eTransport(t, settleYAML, v.Host())
+	obs := &recorder{}
+	tr, _ = e2eTransport(t, settleYAML, v.Host(), throttle.WithObserver(obs))
 	openai := throttle.WithSettle(context.Background(), throttle.OpenAIUsage("tpm"))
 	must(do(openai, "/openai-stream", map[string]int64{"tpm": 100}), "OpenAI, 100 reserved")
+	var settled []throttle.Event
+	for _, e := range obs.snapshot() {
+		if e.Kind == throttle.Settled {
+			settled = append(settled, e)
+		}
+	}
+	if len(settled) != 1 || settled[0].Provider != "model" || settled[0].Limit != "tpm" || settled[0].Delta != 800 {
+		t.Errorf("Settled events %+v, want one of tpm with delta 800 (the other limits kept their estimates)", settled)
+	}
 	// Used 900: 800 more than reserved, a debt.
 	var le *throttle.LimitError
 	if err := do(context.Background(), "/none", map[string]int64{"tpm": 200}); !errors.As(err, &le) || le.Limit != "tpm" {
