@@ -41,6 +41,17 @@ var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 
 //	throttle_remaining{provider,limit}               gauge: remaining after the latest decision,
 //	                                                 for limits with one state per provider only
 //	throttle_upstream_throttled_total{provider,status} counter: vendor throttles by status
+//	throttle_leases_held{provider}                   gauge: concurrency leases this process's
+//	                                                 requests hold now
+//	throttle_debt_charged_total{provider,limit}      counter: cost charged beyond the estimates
+//	                                                 by settled costs (a debt once past the limit)
+//	throttle_refunds_total{provider,limit}           counter: cost of estimates unused and asked
+//	                                                 back (given back only where safe)
+//
+// Leases taken, given back and left to expire (as far as this process
+// knows) count in throttle_events_total as the events leased, released
+// and lease_expired; throttle_leases_held is the first less the two
+// others, per process: sum it over the fleet for the leases held in all.
 //
 // throttle_remaining reports a limit only where the provider's requests
 // share one state: a limit of scope provider, or the shared state that a
@@ -61,6 +72,9 @@ type Observer struct {
 	wait      *prometheus.HistogramVec
 	remaining *prometheus.GaugeVec
 	upstream  *prometheus.CounterVec
+	leases    *prometheus.GaugeVec
+	debt      *prometheus.CounterVec
+	refunds   *prometheus.CounterVec
 }
 
 var (
@@ -169,6 +183,18 @@ func New(opts ...Option) (*Observer, error) {
 			Namespace: s.namespace, Subsystem: sub, Name: "upstream_throttled_total",
 			Help: "Responses in which the vendor said it throttled the request, by status.",
 		}, []string{"provider", "status"}),
+		leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: s.namespace, Subsystem: sub, Name: "leases_held",
+			Help: "Concurrency leases this process's requests hold now.",
+		}, []string{"provider"}),
+		debt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: s.namespace, Subsystem: sub, Name: "debt_charged_total",
+			Help: "Cost charged beyond the reserved estimates when the actual costs were settled, by limit.",
+		}, []string{"provider", "limit"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: s.namespace, Subsystem: sub, Name: "refunds_total",
+			Help: "Cost of reserved estimates left unused and asked back when the actual costs were settled, by limit.",
+		}, []string{"provider", "limit"}),
 	}
 	if s.reg != nil {
 		if err := s.reg.Register(o); err != nil {
@@ -186,6 +212,16 @@ func (o *Observer) Observe(_ context.Context, e throttle.Event) {
 		o.wait.WithLabelValues(e.Provider).Observe(e.Wait.Seconds())
 	case throttle.UpstreamThrottled:
 		o.upstream.WithLabelValues(e.Provider, strconv.Itoa(e.Status)).Inc()
+	case throttle.Leased:
+		o.leases.WithLabelValues(e.Provider).Inc()
+	case throttle.Released, throttle.LeaseExpired:
+		o.leases.WithLabelValues(e.Provider).Dec()
+	case throttle.Settled:
+		if e.Delta > 0 {
+			o.debt.WithLabelValues(e.Provider, e.Limit).Add(float64(e.Delta))
+		} else if e.Delta < 0 {
+			o.refunds.WithLabelValues(e.Provider, e.Limit).Add(float64(-e.Delta))
+		}
 	}
 	for i, it := range e.Items {
 		// The key is the limit's name alone exactly when the item is
@@ -202,6 +238,9 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.wait.Describe(ch)
 	o.remaining.Describe(ch)
 	o.upstream.Describe(ch)
+	o.leases.Describe(ch)
+	o.debt.Describe(ch)
+	o.refunds.Describe(ch)
 }
 
 // Collect sends the metrics.
@@ -210,4 +249,7 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	o.wait.Collect(ch)
 	o.remaining.Collect(ch)
 	o.upstream.Collect(ch)
+	o.leases.Collect(ch)
+	o.debt.Collect(ch)
+	o.refunds.Collect(ch)
 }

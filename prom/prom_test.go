@@ -58,6 +58,47 @@ throttle_upstream_throttled_total{provider="stripe",status="429"} 1
 	}
 }
 
+// TestObserverLeasesAndDebt: leases held go up with each request that
+// takes them and down as they are released or expire; settled costs add
+// their excess to the debt charged and their unused estimate to the
+// refunds, by limit.
+func TestObserverLeasesAndDebt(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	o, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []throttle.EventKind{throttle.Leased, throttle.Leased, throttle.Leased, throttle.Released, throttle.LeaseExpired} {
+		o.Observe(ctx, throttle.Event{Kind: k, Provider: "openai"})
+	}
+	for _, d := range []int64{300, -200, -50, 0} {
+		o.Observe(ctx, throttle.Event{Kind: throttle.Settled, Provider: "openai", Limit: "tpm", Delta: d})
+	}
+	want := `
+# HELP throttle_debt_charged_total Cost charged beyond the reserved estimates when the actual costs were settled, by limit.
+# TYPE throttle_debt_charged_total counter
+throttle_debt_charged_total{limit="tpm",provider="openai"} 300
+# HELP throttle_events_total What the throttle did with requests, by provider, event and deciding limit.
+# TYPE throttle_events_total counter
+throttle_events_total{event="lease_expired",limit="",provider="openai"} 1
+throttle_events_total{event="leased",limit="",provider="openai"} 3
+throttle_events_total{event="released",limit="",provider="openai"} 1
+throttle_events_total{event="settled",limit="tpm",provider="openai"} 4
+# HELP throttle_leases_held Concurrency leases this process's requests hold now.
+# TYPE throttle_leases_held gauge
+throttle_leases_held{provider="openai"} 1
+# HELP throttle_refunds_total Cost of reserved estimates left unused and asked back when the actual costs were settled, by limit.
+# TYPE throttle_refunds_total counter
+throttle_refunds_total{limit="tpm",provider="openai"} 250
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"throttle_debt_charged_total", "throttle_events_total", "throttle_leases_held", "throttle_refunds_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 const tenantsYAML = `
 providers:
   vendor:
