@@ -53,6 +53,29 @@
 //	throttle.store.fallbacks  counter {fallback}      requests decided by on_store_error while the
 //	                                                  store was failing
 //	    throttle.provider.name, throttle.on_store_error (fail_open, local)
+//	throttle.lease.count      updowncounter {lease}   concurrency leases this process's requests
+//	                                                  hold (acquisitions less releases and expirations)
+//	    throttle.provider.name
+//	throttle.lease.acquisitions counter {lease}       requests that took their leases
+//	throttle.lease.releases   counter {lease}         requests that gave them back (body read or
+//	                                                  closed, round trip failed)
+//	throttle.lease.expirations counter {lease}        requests whose leases were left to expire, as
+//	                                                  far as this process knows (a body neither read
+//	                                                  nor closed for a TTL, a failed release; a
+//	                                                  process that dies reports nothing)
+//	    throttle.provider.name
+//	throttle.settle.debt      counter {cost}          cost charged beyond the reserved estimates
+//	                                                  when actual costs were settled (a debt the next
+//	                                                  requests wait out once past the limit)
+//	throttle.settle.refund    counter {cost}          cost of estimates left unused and asked back
+//	                                                  (the store gives it back only where safe)
+//	    throttle.provider.name, throttle.limit.name (the limit settled)
+//
+// throttle.lease.count follows the conventions' count of things in use
+// (db.client.connection.count): an UpDownCounter per process, whose sum
+// over the fleet is the leases held in all. Costs are in the limit's own
+// units (a model API's tokens), "{cost}" as the conventions annotate a
+// count of things with no unit.
 //
 // Refusals by limit are throttle.decisions with throttle.outcome=refused,
 // by throttle.limit.name: one instrument, so that the sum over its

@@ -59,6 +59,12 @@ type Observer struct {
 	pauses        metric.Int64Counter
 	storeErrors   metric.Int64Counter
 	fallbacks     metric.Int64Counter
+	leases        metric.Int64UpDownCounter
+	acquisitions  metric.Int64Counter
+	releases      metric.Int64Counter
+	expirations   metric.Int64Counter
+	debt          metric.Int64Counter
+	refund        metric.Int64Counter
 }
 
 var _ throttle.Observer = (*Observer)(nil)
@@ -100,7 +106,7 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	m := s.mp.Meter(ScopeName)
 	var o Observer
-	var errs [7]error
+	var errs [13]error
 	o.decisions, errs[0] = m.Int64Counter("throttle.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions of the quota store (or the local limiter), by outcome and deciding limit."))
 	o.wait, errs[1] = m.Float64Histogram("throttle.wait.duration", metric.WithUnit("s"),
@@ -116,6 +122,18 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithDescription("Failed calls to the quota store."))
 	o.fallbacks, errs[6] = m.Int64Counter("throttle.store.fallbacks", metric.WithUnit("{fallback}"),
 		metric.WithDescription("Requests decided by the provider's on_store_error policy while the store was failing."))
+	o.leases, errs[7] = m.Int64UpDownCounter("throttle.lease.count", metric.WithUnit("{lease}"),
+		metric.WithDescription("Concurrency leases this process's requests hold."))
+	o.acquisitions, errs[8] = m.Int64Counter("throttle.lease.acquisitions", metric.WithUnit("{lease}"),
+		metric.WithDescription("Requests that took their concurrency leases."))
+	o.releases, errs[9] = m.Int64Counter("throttle.lease.releases", metric.WithUnit("{lease}"),
+		metric.WithDescription("Requests that gave their concurrency leases back."))
+	o.expirations, errs[10] = m.Int64Counter("throttle.lease.expirations", metric.WithUnit("{lease}"),
+		metric.WithDescription("Requests whose concurrency leases were left to expire, as far as this process knows."))
+	o.debt, errs[11] = m.Int64Counter("throttle.settle.debt", metric.WithUnit("{cost}"),
+		metric.WithDescription("Cost charged beyond the reserved estimates when the actual costs were settled."))
+	o.refund, errs[12] = m.Int64Counter("throttle.settle.refund", metric.WithUnit("{cost}"),
+		metric.WithDescription("Cost of reserved estimates left unused and asked back when the actual costs were settled."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -149,9 +167,24 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 		o.storeErrors.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
 	case throttle.FellBack:
 		o.fallbacks.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider), OnStoreErrorKey.String(e.Policy.String())))
-		// Kinds the transport reports later (leases, debt) get an
-		// instrument of their own here and a line in the package doc;
-		// until then they are not recorded.
+	case throttle.Leased:
+		o.leases.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+		o.acquisitions.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+	case throttle.Released:
+		o.leases.Add(ctx, -1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+		o.releases.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+	case throttle.LeaseExpired:
+		o.leases.Add(ctx, -1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+		o.expirations.Add(ctx, 1, metric.WithAttributes(ProviderKey.String(e.Provider)))
+	case throttle.Settled:
+		if e.Delta > 0 {
+			o.debt.Add(ctx, e.Delta, byLimit(e))
+		} else if e.Delta < 0 {
+			o.refund.Add(ctx, -e.Delta, byLimit(e))
+		}
+		// Kinds the transport reports later get an instrument of their
+		// own here and a line in the package doc; until then they are
+		// not recorded.
 	}
 }
 

@@ -130,8 +130,8 @@ func (f *fixture) collect() string {
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				if !d.IsMonotonic {
-					f.t.Errorf("%s is not monotonic", m.Name)
+				if upDown := strings.HasSuffix(m.Name, ".count"); d.IsMonotonic == upDown {
+					f.t.Errorf("%s: monotonic %v, want %v", m.Name, d.IsMonotonic, !upDown)
 				}
 				for _, p := range d.DataPoints {
 					lines = append(lines, fmt.Sprintf("%s [%s] {%s} %d", m.Name, m.Unit, attrs(p.Attributes), p.Value))
@@ -230,6 +230,38 @@ throttle.store.fallbacks [{fallback}] {throttle.on_store_error=fail_open throttl
 throttle.store.fallbacks [{fallback}] {throttle.on_store_error=local throttle.provider.name=vendor} 2
 throttle.upstream.throttles [{throttle}] {http.response.status_code=403 throttle.provider.name=vendor} 1
 throttle.upstream.throttles [{throttle}] {http.response.status_code=429 throttle.provider.name=vendor} 2
+`)
+	if got := f.collect(); got != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Leases and settled costs, given directly: the lease count goes up and
+// down, the excess and the refunds add up by limit.
+func TestMetricsOfLeasesAndDebt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, e := range []throttle.Event{
+		{Kind: throttle.Leased, Provider: "vendor"},
+		{Kind: throttle.Leased, Provider: "vendor"},
+		{Kind: throttle.Leased, Provider: "vendor"},
+		{Kind: throttle.Released, Provider: "vendor"},
+		{Kind: throttle.LeaseExpired, Provider: "vendor", Err: errors.New("dial tcp: connection refused")},
+		{Kind: throttle.Settled, Provider: "vendor", Limit: "tpm", Delta: 300},
+		{Kind: throttle.Settled, Provider: "vendor", Limit: "tpm", Delta: -200},
+		{Kind: throttle.Settled, Provider: "vendor", Limit: "output", Delta: -50},
+	} {
+		f.obs.Observe(ctx, e)
+	}
+	want := strings.TrimSpace(`
+throttle.lease.acquisitions [{lease}] {throttle.provider.name=vendor} 3
+throttle.lease.count [{lease}] {throttle.provider.name=vendor} 1
+throttle.lease.expirations [{lease}] {throttle.provider.name=vendor} 1
+throttle.lease.releases [{lease}] {throttle.provider.name=vendor} 1
+throttle.settle.debt [{cost}] {throttle.limit.name=tpm throttle.provider.name=vendor} 300
+throttle.settle.refund [{cost}] {throttle.limit.name=output throttle.provider.name=vendor} 50
+throttle.settle.refund [{cost}] {throttle.limit.name=tpm throttle.provider.name=vendor} 200
 `)
 	if got := f.collect(); got != want {
 		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
