@@ -34,7 +34,10 @@
 // status reads the state of every limit without changing it, with the
 // formulas of package quota and Redis's TIME as the clock: per limit and
 // scope value, the capacity used, what remains, how long until it is back
-// to full, and the pause in force. Per-tenant state is found with SCAN, a
+// to full, and the pause in force; for a concurrency limit the leases held
+// and when the soonest expires, for a rolling window its count in the
+// trailing period, and the debt that settled costs left beyond a limit.
+// Per-tenant state is found with SCAN, a
 // bounded number of calls per refresh on every master of a cluster, and the
 // values found are read in one pipelined round per refresh; the busiest
 // tenants (lowest share remaining) come first. --watch redraws in place
