@@ -95,3 +95,27 @@ func TestWithObserverNil(t *testing.T) {
 		t.Errorf("New(WithObserver(nil)) = %v, want an error naming WithObserver(nil)", err)
 	}
 }
+
+// Leases and settled costs: a lease left to expire is a Warn, the routine
+// ones and a settlement Debug, with its delta.
+func TestSlogObserverLeasesAndSettled(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	obs := throttle.SlogObserver(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	ctx := context.Background()
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Leased, Provider: "openai"})
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Released, Provider: "openai"})
+	obs.Observe(ctx, throttle.Event{Kind: throttle.LeaseExpired, Provider: "openai"})
+	obs.Observe(ctx, throttle.Event{Kind: throttle.Settled, Provider: "openai", Limit: "tpm", Delta: -120})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{"level=DEBUG msg=throttle provider=openai event=leased", "level=DEBUG msg=throttle provider=openai event=released",
+		"level=WARN msg=throttle provider=openai event=lease_expired", "level=DEBUG msg=throttle provider=openai event=settled limit=tpm delta=-120"}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("line %d = %q, want it to end with %q", i, lines[i], w)
+		}
+	}
+}
