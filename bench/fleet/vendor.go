@@ -81,7 +81,7 @@ func (l Limit) String() string {
 	case KindWindow:
 		return strconv.FormatInt(l.Rate, 10) + " per fixed " + l.Period.String() + " window"
 	case KindConcurrent:
-		return strconv.FormatInt(l.Rate, 10) + " concurrent, each served in " + l.Period.String()
+		return strconv.FormatInt(l.Rate, 10) + " in flight at once"
 	case KindRolling:
 		return strconv.FormatInt(l.Rate, 10) + " in any trailing " + l.Period.String()
 	case KindLeaky:
