@@ -62,10 +62,13 @@ type Figures struct {
 	ClientCPU, RedisCPU time.Duration
 	Outcomes            map[string]int64
 	// ScriptsPerDecision is throttle's script calls made by its decisions
-	// per decision (1.00: one round trip); AfterPerRequest its script
-	// calls after a decision (release, renew, settle, sync, cancel) per
-	// request sent. Zero for the other algorithms.
-	ScriptsPerDecision, AfterPerRequest float64
+	// per decision that could reach Redis (1.00: one round trip);
+	// AfterPerRequest its script calls after a decision (release, renew,
+	// settle, sync, cancel) per request sent; DecisionsPerRequest its
+	// decisions per request that reached the limiter (not dropped): above
+	// 1 when requests decided again, as a waiter for a lease does on each
+	// wake. Zero for the other algorithms.
+	ScriptsPerDecision, AfterPerRequest, DecisionsPerRequest float64
 	// Kind is the quota kind the scenario measures (Scenario.kind), and
 	// KindUtilization that kind's own utilization: concurrency, the mean
 	// of the vendor's in-flight count over the cap (MaxInFlight is the
@@ -133,11 +136,14 @@ func Analyze(r *RunResult) Figures {
 		f.AccMax = time.Duration(acc[len(acc)-1])
 	}
 	kindFigures(&f, r)
-	if n := len(r.Latencies); n > 0 && r.DecisionScripts+r.AfterScripts > 0 {
-		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(n)
+	if r.Decisions > 0 {
+		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(r.Decisions)
 	}
 	if f.Sent > 0 {
 		f.AfterPerRequest = float64(r.AfterScripts) / float64(f.Sent)
+	}
+	if f.Decisions > 0 {
+		f.DecisionsPerRequest = float64(r.Decisions) / float64(f.Decisions)
 	}
 	if f.Decisions > 0 {
 		d := float64(f.Decisions)

@@ -367,13 +367,15 @@ func kindsSummary(b *strings.Builder, order []string, figs map[string][]Figures)
 		"enforces the kind exactly. Utilization is the kind's own: concurrency, the vendor's mean in-flight count over " +
 		"the cap; settled costs, tokens served over what the limit allows in the run; rolling, served per whole period " +
 		"over the limit. Script calls are counted in the workers (a go-redis hook): a decision's (the store's Reserve: " +
-		"reserve.lua) per decision, and those after it (release, renew, settle: after.lua; cancel) per request sent.\n\n")
-	b.WriteString("| scenario | max overshoot | utilization | script calls per decision | after-calls per request | decision p50 / p99 | refused | vendor 429 |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---|---:|---:|\n")
+		"reserve.lua) per decision that could reach Redis (its context not ended), and those after it (release, renew, " +
+		"settle: after.lua; cancel) per request sent. Decisions per request: per request not dropped; a request " +
+		"waiting for a lease decides again on each wake.\n\n")
+	b.WriteString("| scenario | max overshoot | utilization | script calls per decision | decisions per request | after-calls per request | decision p50 / p99 | refused | vendor 429 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, r := range rows {
 		f := r.f
-		fmt.Fprintf(b, "| %s | %d | %s | %.2f | %.2f | %s / %s | %d | %d |\n", r.name, f.Overshoot, pctStr(f.KindUtilization),
-			f.ScriptsPerDecision, f.AfterPerRequest, dur(f.P50), dur(f.P99), f.Outcomes[OutRefused], f.Vendor429)
+		fmt.Fprintf(b, "| %s | %d | %s | %.2f | %.2f | %.2f | %s / %s | %d | %d |\n", r.name, f.Overshoot, pctStr(f.KindUtilization),
+			f.ScriptsPerDecision, f.DecisionsPerRequest, f.AfterPerRequest, dur(f.P50), dur(f.P99), f.Outcomes[OutRefused], f.Vendor429)
 	}
 }
 
@@ -388,5 +390,6 @@ func kindStr(f Figures) string {
 	case "rolling":
 		s = fmt.Sprintf("served %s of the limit per period", pctStr(f.KindUtilization))
 	}
-	return s + fmt.Sprintf("; %.2f script calls per decision, %.2f after-calls per request sent", f.ScriptsPerDecision, f.AfterPerRequest)
+	return s + fmt.Sprintf("; %.2f script calls per decision, %.2f decisions per request, %.2f after-calls per request sent",
+		f.ScriptsPerDecision, f.DecisionsPerRequest, f.AfterPerRequest)
 }

@@ -61,6 +61,9 @@ type RunResult struct {
 	// by decisions and after them (workerResult).
 	DecisionScripts int64 `json:"decision_scripts,omitempty"`
 	AfterScripts    int64 `json:"after_scripts,omitempty"`
+	// Decisions is throttle's decisions that could reach Redis
+	// (workerResult).
+	Decisions int64 `json:"decisions,omitempty"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -320,6 +323,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		res.Errors = append(res.Errors, wr.Errors...)
 		res.DecisionScripts += wr.DecisionScripts
 		res.AfterScripts += wr.AfterScripts
+		res.Decisions += wr.Decisions
 		if wr.Late > 0 {
 			res.Events = append(res.Events, fmt.Sprintf("worker %s was ready %v after the start", p.cmd.Args[0], time.Duration(wr.Late).Round(time.Millisecond)))
 		}

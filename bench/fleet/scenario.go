@@ -268,9 +268,10 @@ func Scenarios(d time.Duration) []Scenario {
 				"GitHub's 100 concurrent requests, scaled down), counting a request in flight from its arrival until its " +
 				"response is written, and answering 429 beyond. Offered 800 req/s (5× the 160 req/s the cap lets through), " +
 				"4 processes sharing the cap; throttle is configured with `limit: 16 concurrent lease 5s`, on_limit: wait, " +
-				"max_wait 1s, and releases a lease when the response body is read. A request that finds every lease held is " +
-				"refused at once today (a lease limit does not wait): it is counted as refused. Utilization: the mean of " +
-				"the vendor's in-flight count over the cap.",
+				"max_wait 1s, and releases a lease when the response body is read. A request that finds every lease held waits " +
+				"for a release up to its max wait, deciding again on each wake; one that gets none within it is refused " +
+				"(counted as refused), and a request offered while all 256 goroutines wait is dropped. Utilization: the " +
+				"mean of the vendor's in-flight count over the cap.",
 			Vendor:    []Limit{{Name: "streams", Kind: KindConcurrent, Rate: 16, Period: 100 * time.Millisecond}},
 			Allowance: 20 * time.Millisecond,
 			Load:      Load{OnRate: 800}, Businesses: 1, Wait: true, MaxWait: time.Second, Duration: d,

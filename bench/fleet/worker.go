@@ -76,6 +76,10 @@ type workerResult struct {
 	// settle, sync, cancel).
 	DecisionScripts int64 `json:"decision_scripts,omitempty"`
 	AfterScripts    int64 `json:"after_scripts,omitempty"`
+	// Decisions counts throttle's decisions that could reach Redis: the
+	// store's Reserve called with a context not yet ended (one that has
+	// ended returns its error before any round trip).
+	Decisions int64 `json:"decisions,omitempty"`
 }
 
 // decisionKey marks the context of a decision (timedStore.Reserve), so
@@ -178,6 +182,11 @@ type timedStore struct {
 var _ quota.Store = timedStore{}
 
 func (s timedStore) Reserve(ctx context.Context, req *quota.Request) (*quota.Reservation, error) {
+	if ctx.Err() == nil {
+		s.rec.mu.Lock()
+		s.rec.res.Decisions++
+		s.rec.mu.Unlock()
+	}
 	t0 := time.Now()
 	r, err := s.Store.Reserve(context.WithValue(ctx, decisionKey{}, true), req)
 	t1 := time.Now()
