@@ -60,7 +60,7 @@ func callsSince(before, after map[string]int64) map[string]int64 {
 // scriptCommands are the commands the scripts call. INFO commandstats
 // counts them too, though they are no round trip.
 var scriptCommands = map[string]bool{
-	"time": true, "get": true, "set": true, "del": true, "hgetall": true, "hget": true,
+	"time": true, "get": true, "mget": true, "set": true, "del": true, "hgetall": true, "hget": true, "hmget": true,
 	"hincrby": true, "hdel": true, "pexpire": true, "pttl": true,
 }
 
@@ -124,6 +124,37 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 	defer hook.mu.Unlock()
 	if len(hook.sent) != 1 || hook.sent["evalsha"] != n {
 		t.Errorf("%d decisions sent %v, want exactly {evalsha: %d}", n, hook.sent, n)
+	}
+}
+
+// TestDecisionCommands: the commands the script runs for a common
+// decision (issue 14: each redis.call costs about 1 µs in Redis): no pause
+// read per pause key, no read of the windows a decision cannot charge, and
+// no expiry set again by a later charge of a window that has its TTL.
+func TestDecisionCommands(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	st := newStore(t, srv.Client(t), nil)
+	req := stack("v", gcra("peak", 1000, time.Second, 0), gcra("minute", 10000, time.Minute, 0), window("daily", 100000, quota.Day, nil))
+	req.Pauses = []string{"p1", "p2"}
+	reserve(t, st, req, 1, 0) // the window's first charge: cleans up and sets its TTL
+	stats := srv.Client(t)
+	before := commandCalls(t, stats)
+	const n = 10
+	for i := 0; i < n; i++ {
+		reserve(t, st, req, 1, 0)
+	}
+	ran := callsSince(before, commandCalls(t, stats))
+	want := map[string]int64{"evalsha": n, "time": n, "get": 2 * n, "mget": n, "hmget": n, "set": 2 * n, "hincrby": n}
+	for cmd, c := range ran {
+		if c != want[cmd] {
+			t.Errorf("%d decisions ran %s %d times, want %d", n, cmd, c, want[cmd])
+		}
+	}
+	for cmd, c := range want {
+		if ran[cmd] != c {
+			t.Errorf("%d decisions ran %s %d times, want %d", n, cmd, ran[cmd], c)
+		}
 	}
 }
 

@@ -87,6 +87,8 @@ type Store struct {
 
 	// windows caches window arguments per calendar; see windowArgs.
 	windows atomic.Pointer[map[quota.Calendar]*windowArgs]
+	// limits caches the static arguments of each limit; see limitArgs.
+	limits atomic.Pointer[map[*quota.Limit]*limitArgs]
 
 	// leasePrefix and leaseSeq make lease ids unique fleet-wide: a random
 	// per-store prefix and a counter.
@@ -223,21 +225,22 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	args = append(args, nowArg, s.slack, req.MaxWaitMicros(), n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
+		st := s.limitArgs(l)
 		switch l.Kind {
 		case quota.GCRA:
-			args = append(args, "g", req.CostOf(i), l.Interval(), l.Tolerance())
+			args = append(args, "g", req.CostOf(i), st.boxed[0], st.boxed[1])
 			continue
 		case quota.Rolling:
-			args = append(args, "r", req.CostOf(i), l.Rate, l.Period.Microseconds(), l.BucketWidth())
+			args = append(args, "r", req.CostOf(i), st.boxed[0], st.boxed[1], st.boxed[2])
 			continue
 		}
 		if l.Kind == quota.Concurrency {
-			args = append(args, "c", l.Rate, l.Period.Microseconds(), lease)
+			args = append(args, "c", st.boxed[0], st.boxed[1], lease)
 			continue
 		}
 		w := s.windowArgs(l.Calendar, clientNow)
 		bounds = append(bounds, w)
-		args = append(args, "w", req.CostOf(i), l.Rate)
+		args = append(args, "w", req.CostOf(i), st.boxed[0])
 		args = append(args, w.boxed[:]...)
 	}
 
@@ -525,6 +528,55 @@ func ended(ctx context.Context) error {
 	return nil
 }
 
+// limitArgs are the arguments of one limit that are the same in every
+// decision, as reserve.lua's ARGV wants them, boxed once: GCRA: T, DVT;
+// window: rate; rolling: rate, P, W; concurrency: rate, TTL (µs). Boxing
+// them per call cost an allocation each.
+type limitArgs struct {
+	l     quota.Limit // the limit as they were made: a limit changed since is made again
+	boxed [3]any
+}
+
+// limitArgs returns the static arguments of l: the cached ones when l is
+// unchanged since they were made.
+func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
+	cache := s.limits.Load()
+	if cache != nil {
+		if a := (*cache)[l]; a != nil && a.l == *l {
+			return a
+		}
+	}
+	a := &limitArgs{l: *l}
+	switch l.Kind {
+	case quota.GCRA:
+		a.boxed = [3]any{l.Interval(), l.Tolerance()}
+	case quota.Rolling:
+		a.boxed = [3]any{l.Rate, l.Period.Microseconds(), l.BucketWidth()}
+	case quota.Concurrency:
+		a.boxed = [3]any{l.Rate, l.Period.Microseconds()}
+	default:
+		a.boxed = [3]any{l.Rate}
+	}
+	// Copy on write, as windowArgs: limits come from configuration, so
+	// the map settles after the first decisions.
+	next := make(map[*quota.Limit]*limitArgs, 1)
+	if cache != nil {
+		if len(*cache) >= maxCachedLimits {
+			return a
+		}
+		for k, v := range *cache {
+			next[k] = v
+		}
+	}
+	next[l] = a
+	s.limits.Store(&next)
+	return a
+}
+
+// maxCachedLimits bounds the cache of static limit arguments. A caller
+// that builds its limits per request (a test, a tool) only misses it.
+const maxCachedLimits = 256
+
 // windowArgs are the five window starts of a calendar around one window,
 // as reserve.lua's ARGV wants them, boxed once: they change only when the
 // window does, so decisions share them (read-only) instead of recomputing
@@ -665,7 +717,8 @@ func parseReserve(v any, n int) (decision, error) {
 	d.decider = int(ints[3])
 	d.limits = make([]quota.Status, n)
 	if d.allowed {
-		d.marks, d.prevs = make([]int64, n), make([]int64, n)
+		mp := make([]int64, 2*n)
+		d.marks, d.prevs = mp[:n:n], mp[n:]
 	}
 	for i := 0; i < n; i++ {
 		var it [perItem]int64

@@ -34,7 +34,15 @@ window holding the caller's now). The script takes the window j holding the
 server's now, so a caller's clock off by less than a window is harmless,
 and looks at most three windows ahead, j .. j+2 (capped at B4): a request
 that no window before that horizon admits is denied. A window key is a
-hash: field = window start (µs), value = count.
+hash: field = window start (µs), value = count. The script reads only the
+windows j .. j+2 (HMGET); the first charge of a window also drops the
+windows that have ended and sets the key's expiry, which a later charge of
+the same window leaves as it is.
+
+Cost. What a call costs Redis is mostly its redis.call's (about 1 µs each
+beyond the command's own work) and the tables it makes, so the script
+reads nothing a kind does not need, reads the pause keys with one MGET,
+and makes the per-kind tables only for a stack that has such a limit.
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -110,19 +118,20 @@ local function ttl(d)
   return math.ceil(d / 1000) + slack
 end
 
--- Per item: kind; GCRA: T, dvt, stored (the key as read, 0 when missing),
--- tat; window: rate, b (starts, 0-based),
--- at (ARGV index of B0), j (window of now), hz (horizon index), cnt
--- (counts by window index), fields (the hash as read).
+-- Per item: kind, cost; GCRA: T, dvt, stored (the key as read, 0 when
+-- missing), tat. The tables of the other kinds are made only when the
+-- stack has such a limit (a table costs the script more than a command's
+-- own work): window: rate, bs (starts, 0-based), at (ARGV index of B0),
+-- wj (window of now), hz (horizon index), cnt (counts by window index, of
+-- the windows j .. horizon, as read).
 local kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}
-local rate, bs, at, wj, hz, cnt, fields = {}, {}, {}, {}, {}, {}, {}
+local rate, bs, at, wj, hz, cnt
 -- Rolling: per (period), wid (bucket width), rsum (the sum at now), rold,
 -- rnew (the key's old and new, nil when it counts nothing), rreset (delete
 -- the key before writing), gone (fields of buckets expired by now), due
 -- (the earliest time it admits), rb and rs (the walk: the next bucket and
 -- the sum of the buckets from it on), rc (counts read, by bucket start).
-local per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
-  {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc
 
 local function field(b)
   return string.format('%d', b)
@@ -150,9 +159,9 @@ local function rollAt(i, t)
   return rs[i]
 end
 
--- Per concurrency item: the lease TTL (in T), the lease id, the live
--- leases and, when they fill the limit, the soonest expiry.
-local lid, live, soonest = {}, {}, {}
+-- Per concurrency item: the lease id, the live leases and, when they fill
+-- the limit, the soonest expiry (its lease TTL is in T).
+local lid, live, soonest
 
 local a = 5
 for i = 1, n do
@@ -165,6 +174,7 @@ for i = 1, n do
     tat[i] = math.max(stored[i], now)
     a = a + 4
   elseif kind[i] == 'c' then
+    if lid == nil then lid, live, soonest, rate = {}, {}, {}, rate or {} end
     rate[i] = tonumber(ARGV[a + 1])
     T[i] = tonumber(ARGV[a + 2])
     lid[i] = ARGV[a + 3]
@@ -177,6 +187,11 @@ for i = 1, n do
     end
     a = a + 4
   elseif kind[i] == 'r' then
+    if per == nil then
+      per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
+        {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+      rate = rate or {}
+    end
     rate[i] = tonumber(ARGV[a + 2])
     local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     per[i], wid[i], rc[i], gone[i] = P, W, {}, {}
@@ -206,6 +221,7 @@ for i = 1, n do
     due[i] = e
     a = a + 5
   else
+    if bs == nil then bs, at, wj, hz, cnt, rate = {}, {}, {}, {}, {}, rate or {} end
     rate[i] = tonumber(ARGV[a + 2])
     at[i] = a + 3
     local b = {}
@@ -221,15 +237,12 @@ for i = 1, n do
     end
     wj[i] = j
     hz[i] = math.min(j + 3, 4)
-    local c = {[0] = 0, 0, 0, 0, 0}
-    local h = redis.call('HGETALL', KEYS[i])
-    for f = 1, #h, 2 do
-      for k = 0, 4 do
-        if h[f] == ARGV[a + 3 + k] then c[k] = tonumber(h[f + 1]) or 0 break end
-      end
-    end
+    -- Only the windows the decision can charge, j .. horizon - 1: the
+    -- others matter only to the first charge of a window (below).
+    local h = redis.call('HMGET', KEYS[i], unpack(ARGV, a + 3 + j, a + 2 + hz[i]))
+    local c = {}
+    for k = j, hz[i] - 1 do c[k] = tonumber(h[k - j + 1]) or 0 end
     cnt[i] = c
-    fields[i] = h
     a = a + 8
   end
 end
@@ -243,10 +256,14 @@ local function slot(i, t)
   return nil
 end
 
+-- The pause keys in one read (only pause.lua writes them: strings).
 local paused = 0
-for p = n + 1, #KEYS do
-  local u = tonumber(redis.call('GET', KEYS[p]))
-  if u and u > paused then paused = u end
+if #KEYS > n then
+  local v = redis.call('MGET', unpack(KEYS, n + 1))
+  for p = 1, #v do
+    local u = tonumber(v[p])
+    if u and u > paused then paused = u end
+  end
 end
 -- A pause drains the GCRA buckets it holds back: at its end each has room
 -- for this request alone, drained by at most quota.PauseDrain (package
@@ -356,46 +373,50 @@ for i = 1, n do
       k = slot(i, t)
       local field = ARGV[at[i] + k]
       redis.call('HINCRBY', KEYS[i], field, cost[i])
-      cnt[i][k] = cnt[i][k] + cost[i]
       mark = b[k]
-      -- Drop the windows that have ended and expire the key at the end of
-      -- the latest window it still counts. A field that is none of the
-      -- five starts (the calendar changed) ends at an unknown time: then
-      -- the key's TTL is only ever lengthened.
-      local last, unknown, stale = b[k + 1], false, {}
-      local h = fields[i]
-      for f = 1, #h, 2 do
-        local s = tonumber(h[f])
-        if s == nil or s < b[wj[i]] then
-          stale[#stale + 1] = h[f]
-        else
-          local known = false
-          for kk = wj[i], 3 do
-            if h[f] == ARGV[at[i] + kk] then
-              known = true
-              if b[kk + 1] > last then last = b[kk + 1] end
-              break
+      -- The first charge of a window drops the windows that have ended
+      -- and expires the key at the end of the latest window it still
+      -- counts. A field that is none of the five starts (the calendar
+      -- changed) ends at an unknown time: then the key's TTL is only ever
+      -- lengthened. A later charge of the same window has nothing to do:
+      -- the key's TTL covers every window with a count (only this script
+      -- and after.lua write counts, each with that TTL), and no window has
+      -- ended since the first charge of the window of now.
+      if cnt[i][k] == 0 then
+        local last, unknown, stale = b[k + 1], false, {}
+        local h = redis.call('HGETALL', KEYS[i])
+        for f = 1, #h, 2 do
+          local s = tonumber(h[f])
+          if s == nil or s < b[wj[i]] then
+            stale[#stale + 1] = h[f]
+          else
+            local known = false
+            for kk = wj[i], 3 do
+              if h[f] == ARGV[at[i] + kk] then
+                known = true
+                if b[kk + 1] > last then last = b[kk + 1] end
+                break
+              end
             end
+            if not known then unknown = true end
           end
-          if not known then unknown = true end
         end
+        if #stale > 0 then redis.call('HDEL', KEYS[i], unpack(stale)) end
+        local px = ttl(last - now)
+        if unknown then
+          local cur = redis.call('PTTL', KEYS[i])
+          if cur > px then px = cur end
+        end
+        redis.call('PEXPIRE', KEYS[i], px)
       end
-      if #stale > 0 then redis.call('HDEL', KEYS[i], unpack(stale)) end
-      local px = ttl(last - now)
-      if unknown then
-        local cur = redis.call('PTTL', KEYS[i])
-        if cur > px then px = cur end
-      end
-      redis.call('PEXPIRE', KEYS[i], px)
+      cnt[i][k] = cnt[i][k] + cost[i]
     end
     rem = rate[i] - cnt[i][k]
     reset = b[k + 1] - now
   end
   if rem < 0 then rem = 0 end
   if reset < 0 then reset = 0 end
-  reply[#reply + 1] = rem
-  reply[#reply + 1] = reset
-  reply[#reply + 1] = mark
-  reply[#reply + 1] = prev
+  local r = 4 * i
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
 end
 return reply
