@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -90,6 +91,11 @@ type Store struct {
 	// limits caches the static arguments of each limit; see limitArgs.
 	limits atomic.Pointer[map[*quota.Limit]*limitArgs]
 
+	// lanes queue the decisions that wait for a call of their tag in
+	// flight, spread by a hash of the tag with seed; see coalesce.go.
+	lanes [lanes]lane
+	seed  maphash.Seed
+
 	// leasePrefix and leaseSeq make lease ids unique fleet-wide: a random
 	// per-store prefix and a counter.
 	leasePrefix string
@@ -141,6 +147,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		timeout: timeout,
 		clock:   opts.Clock,
 		guard:   !honoursDeadlines(client),
+		seed:    maphash.MakeSeed(),
 	}
 	var id [12]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -190,27 +197,28 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 
 	// Go places the calendar windows around its own clock; the script
 	// takes its now from the server unless a test clock is set.
-	var nowArg any = ""
 	var clientNow time.Time
 	if s.clock != nil {
-		us := s.clock.Now().UnixMicro()
-		nowArg, clientNow = us, time.UnixMicro(us)
+		clientNow = time.UnixMicro(s.clock.Now().UnixMicro())
 	} else {
 		clientNow = time.UnixMicro(time.Now().UnixMicro())
 	}
 	argc, windows := 4, 0
 	lease := ""
+	alone := false // only stacks of GCRA and window limits are coalesced
 	for i := range req.Items {
 		switch req.Items[i].Limit.Kind {
 		case quota.GCRA:
 			argc += 4
 		case quota.Concurrency:
 			argc += 4
+			alone = true
 			if lease == "" {
 				lease = s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
 			}
 		case quota.Rolling:
 			argc += 5
+			alone = true
 		default:
 			argc += 8
 			windows++
@@ -221,8 +229,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if windows > len(boundsBuf) {
 		bounds = make([]*windowArgs, 0, windows)
 	}
-	args := make([]any, 0, argc)
-	args = append(args, nowArg, s.slack, req.MaxWaitMicros(), n)
+	// Three slots for the call's now, slack and count (see call), then
+	// this decision's part.
+	args := make([]any, 3, 3+argc)
+	args = append(args, argc, req.MaxWaitMicros(), n, len(keys)-n)
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		st := s.limitArgs(l)
@@ -244,7 +254,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		args = append(args, w.boxed[:]...)
 	}
 
-	v, err := s.run(ctx, reserveScript, keys, args)
+	v, err := s.decide(&pending{ctx: ctx, tag: req.Tag, keys: keys, args: args}, alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -689,6 +699,9 @@ var errReply = errors.New("malformed reply")
 func parseReserve(v any, n int) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
 	var d decision
+	if err, ok := v.(error); ok { // an error reply for this decision alone
+		return d, err
+	}
 	vals, ok := v.([]any)
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)

@@ -83,24 +83,32 @@ The fixpoint ends within a few rounds (a GCRA or rolling limit moves t at
 most once, a window at most once per window of its horizon); it is capped
 at 16 rounds, and running out of rounds denies, never over-admits.
 
-KEYS  1..n   item keys, in stack order; n+1..  pause keys
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 max wait (µs); 4 n;
-      then per item either
+Requests. One call decides m requests (Go coalesces those of concurrent
+callers; package doc, "Coalescing"), one after the other in their order,
+each on the state the ones before it left and each all or nothing on its
+own, at one now. The reads and writes of GCRA and window keys go through
+the call's view of them: a key is read once and written once, at the end,
+so that requests that share keys cost one read and one write per key.
+
+KEYS  per request: its n item keys, in stack order, then its np pause keys
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 m; then per request:
+      its count of ARGV entries (these four included), max wait (µs), n,
+      np, then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
         "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
         "r", cost, rate, P (µs), W (µs)               a rolling window, or
         "c", rate, TTL (µs), lease id                 a concurrency limit
       where cost is what the request counts for in that limit
-Reply allowed (1 or 0), now, t (the slot time), decider (0-based item,
-      -1 none, -2 a pause), then per item: remaining, reset after (µs),
-      mark (GCRA: the tat set; window: the window start charged; rolling:
-      the bucket start charged; concurrency: 0; 0 when denied), prev
-      (GCRA, when admitted: the stored tat this decision replaced, as read,
-      0 when the key did not exist; else 0). For a concurrency limit,
-      remaining is the leases left and reset after the time until its
-      latest lease expires. mark and
-      prev are what cancel.lua needs. An error reply when the server's now
-      is outside B0..B4.
+Reply per request, either an error (the server's now is outside B0..B4,
+      or a command failed, e.g. WRONGTYPE) or: allowed (1 or 0), now, t
+      (the slot time), decider (0-based item, -1 none, -2 a pause), then
+      per item: remaining, reset after (µs), mark (GCRA: the tat set;
+      window: the window start charged; rolling: the bucket start charged;
+      concurrency: 0; 0 when denied), prev (GCRA, when admitted: the
+      stored tat this decision replaced, as read, 0 when the key did not
+      exist; else 0). For a concurrency limit, remaining is the leases
+      left and reset after the time until its latest lease expires. mark
+      and prev are what cancel.lua needs.
 ]]
 
 local now
@@ -111,20 +119,81 @@ else
   now = tonumber(ARGV[1])
 end
 local slack = tonumber(ARGV[2])
-local maxwait = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+local m = tonumber(ARGV[3])
 
 local function ttl(d)
   return math.ceil(d / 1000) + slack
 end
 
--- Per item: kind, cost; GCRA: T, dvt, stored (the key as read, 0 when
--- missing), tat. The tables of the other kinds are made only when the
--- stack has such a limit (a table costs the script more than a command's
+-- The call's view of the GCRA and window keys: each read once and written
+-- once, at the end (flush), so that the decisions of one call that share
+-- keys cost one read and one write per key, not per decision. GCRA: gval
+-- (key -> stored tat, 0 when missing), gw and gorder (the keys to write,
+-- in order). Window: wval (key -> field -> count, as the decisions so far
+-- left it), winc and worder (key -> field -> increment to write, and the
+-- keys in order), wclean (key -> the first charge of a window: the
+-- window starts, j, the ARGV index of B0 and the end of the latest
+-- window charged).
+local gval, gw, gorder = {}, {}, {}
+local wval, winc, worder, wclean = {}, {}, {}, {}
+
+local function gget(k)
+  local v = gval[k]
+  if v == nil then
+    v = tonumber(redis.call('GET', k)) or 0
+    gval[k] = v
+  end
+  return v
+end
+
+local function gset(k, v)
+  if not gw[k] then
+    gw[k] = true
+    gorder[#gorder + 1] = k
+  end
+  gval[k] = v
+end
+
+-- wget returns the counts of key k's fields, having read those of the
+-- fields ARGV[from .. to] that the call has not read yet.
+local function wget(k, from, to)
+  local h = wval[k]
+  if h == nil then
+    h = {}
+    wval[k] = h
+  end
+  for x = from, to do
+    if h[ARGV[x]] == nil then
+      local v = redis.call('HMGET', k, unpack(ARGV, from, to))
+      for y = from, to do
+        if h[ARGV[y]] == nil then h[ARGV[y]] = tonumber(v[y - from + 1]) or 0 end
+      end
+      break
+    end
+  end
+  return h
+end
+
+local function wcharge(k, f, c)
+  local inc = winc[k]
+  if inc == nil then
+    inc = {}
+    winc[k] = inc
+    worder[#worder + 1] = k
+  end
+  inc[f] = (inc[f] or 0) + c
+  wval[k][f] = wval[k][f] + c
+end
+
+-- The state of the decision being made, which the next one in the call
+-- reuses (each writes what it reads): key (its item keys) and per item:
+-- kind, cost; GCRA: T, dvt, stored (the key as read, 0 when missing),
+-- tat. The tables of the other kinds are made only when the call has
+-- such a limit (a table costs the script more than a command's
 -- own work): window: rate, bs (starts, 0-based), at (ARGV index of B0),
 -- wj (window of now), hz (horizon index), cnt (counts by window index, of
 -- the windows j .. horizon, as read).
-local kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}
+local key, kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}, {}
 local rate, bs, at, wj, hz, cnt
 -- Rolling: per (period), wid (bucket width), rsum (the sum at now), rold,
 -- rnew (the key's old and new, nil when it counts nothing), rreset (delete
@@ -141,7 +210,7 @@ end
 local function count(i, b)
   local c = rc[i][b]
   if c == nil then
-    c = tonumber(redis.call('HGET', KEYS[i], field(b))) or 0
+    c = tonumber(redis.call('HGET', key[i], field(b))) or 0
     rc[i][b] = c
   end
   return c
@@ -163,90 +232,6 @@ end
 -- the limit, the soonest expiry (its lease TTL is in T).
 local lid, live, soonest
 
-local a = 5
-for i = 1, n do
-  kind[i] = ARGV[a]
-  cost[i] = tonumber(ARGV[a + 1])
-  if kind[i] == 'g' then
-    T[i] = tonumber(ARGV[a + 2])
-    dvt[i] = tonumber(ARGV[a + 3])
-    stored[i] = tonumber(redis.call('GET', KEYS[i])) or 0
-    tat[i] = math.max(stored[i], now)
-    a = a + 4
-  elseif kind[i] == 'c' then
-    if lid == nil then lid, live, soonest, rate = {}, {}, {}, rate or {} end
-    rate[i] = tonumber(ARGV[a + 1])
-    T[i] = tonumber(ARGV[a + 2])
-    lid[i] = ARGV[a + 3]
-    cost[i] = 1
-    live[i] = redis.call('ZCOUNT', KEYS[i], '(' .. string.format('%d', now), '+inf')
-    if live[i] >= rate[i] then
-      local first = redis.call('ZRANGE', KEYS[i], '(' .. string.format('%d', now), '+inf',
-        'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-      soonest[i] = tonumber(first[2])
-    end
-    a = a + 4
-  elseif kind[i] == 'r' then
-    if per == nil then
-      per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
-        {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-      rate = rate or {}
-    end
-    rate[i] = tonumber(ARGV[a + 2])
-    local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    per[i], wid[i], rc[i], gone[i] = P, W, {}, {}
-    local v = redis.call('HMGET', KEYS[i], 'sum', 'old', 'new', 'width')
-    local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-    if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
-      sum, old, new, rreset[i] = 0, nil, nil, true
-    else
-      local b = old
-      while b + W + P <= now do -- stops at new at the latest
-        local c = count(i, b)
-        if c ~= 0 then
-          sum = sum - c
-          gone[i][#gone[i] + 1] = field(b)
-        end
-        b = b + W
-      end
-      old = b
-    end
-    rsum[i], rold[i], rnew[i], rb[i], rs[i] = sum, old, new, old, sum
-    -- The earliest time it admits: when the oldest buckets have expired.
-    local e = now
-    while rs[i] + cost[i] > rate[i] and rb[i] <= new do
-      e = rb[i] + W + P
-      rollAt(i, e)
-    end
-    due[i] = e
-    a = a + 5
-  else
-    if bs == nil then bs, at, wj, hz, cnt, rate = {}, {}, {}, {}, {}, rate or {} end
-    rate[i] = tonumber(ARGV[a + 2])
-    at[i] = a + 3
-    local b = {}
-    for k = 0, 4 do b[k] = tonumber(ARGV[a + 3 + k]) end
-    bs[i] = b
-    local j
-    for k = 0, 3 do
-      if b[k] <= now and now < b[k + 1] then j = k break end
-    end
-    if j == nil then
-      return redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
-        ' is outside the windows the client computed: client clock off by more than a window')
-    end
-    wj[i] = j
-    hz[i] = math.min(j + 3, 4)
-    -- Only the windows the decision can charge, j .. horizon - 1: the
-    -- others matter only to the first charge of a window (below).
-    local h = redis.call('HMGET', KEYS[i], unpack(ARGV, a + 3 + j, a + 2 + hz[i]))
-    local c = {}
-    for k = j, hz[i] - 1 do c[k] = tonumber(h[k - j + 1]) or 0 end
-    cnt[i] = c
-    a = a + 8
-  end
-end
-
 -- slot returns the window of item i that holds t, or nil past its horizon.
 local function slot(i, t)
   local b = bs[i]
@@ -256,167 +241,292 @@ local function slot(i, t)
   return nil
 end
 
--- The pause keys in one read (only pause.lua writes them: strings).
-local paused = 0
-if #KEYS > n then
-  local v = redis.call('MGET', unpack(KEYS, n + 1))
-  for p = 1, #v do
-    local u = tonumber(v[p])
-    if u and u > paused then paused = u end
-  end
-end
--- A pause drains the GCRA buckets it holds back: at its end each has room
--- for this request alone, drained by at most quota.PauseDrain (package
--- quota's doc, "After a pause").
-if paused > 0 then
-  local drain = 60000000 -- quota.PauseDrain, µs
+-- decide decides the request whose keys start after KEYS[kb] and whose
+-- arguments start at ARGV[ab] and returns its reply.
+local function decide(kb, ab)
+  local maxwait = tonumber(ARGV[ab + 1])
+  local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
+  for i = 1, n do key[i] = KEYS[kb + i] end
+
+  local a = ab + 4
   for i = 1, n do
+    kind[i] = ARGV[a]
+    cost[i] = tonumber(ARGV[a + 1])
     if kind[i] == 'g' then
-      tat[i] = math.max(tat[i], paused + math.min(dvt[i], drain) - cost[i] * T[i])
+      T[i] = tonumber(ARGV[a + 2])
+      dvt[i] = tonumber(ARGV[a + 3])
+      stored[i] = gget(key[i])
+      tat[i] = math.max(stored[i], now)
+      a = a + 4
+    elseif kind[i] == 'c' then
+      if lid == nil then lid, live, soonest, rate = {}, {}, {}, rate or {} end
+      rate[i] = tonumber(ARGV[a + 1])
+      T[i] = tonumber(ARGV[a + 2])
+      lid[i] = ARGV[a + 3]
+      cost[i] = 1
+      live[i] = redis.call('ZCOUNT', key[i], '(' .. string.format('%d', now), '+inf')
+      if live[i] >= rate[i] then
+        local first = redis.call('ZRANGE', key[i], '(' .. string.format('%d', now), '+inf',
+          'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+        soonest[i] = tonumber(first[2])
+      end
+      a = a + 4
+    elseif kind[i] == 'r' then
+      if per == nil then
+        per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
+          {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+        rate = rate or {}
+      end
+      rate[i] = tonumber(ARGV[a + 2])
+      local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+      per[i], wid[i], rc[i], gone[i] = P, W, {}, {}
+      local v = redis.call('HMGET', key[i], 'sum', 'old', 'new', 'width')
+      local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+      if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
+        sum, old, new, rreset[i] = 0, nil, nil, true
+      else
+        local b = old
+        while b + W + P <= now do -- stops at new at the latest
+          local c = count(i, b)
+          if c ~= 0 then
+            sum = sum - c
+            gone[i][#gone[i] + 1] = field(b)
+          end
+          b = b + W
+        end
+        old = b
+      end
+      rsum[i], rold[i], rnew[i], rb[i], rs[i] = sum, old, new, old, sum
+      -- The earliest time it admits: when the oldest buckets have expired.
+      local e = now
+      while rs[i] + cost[i] > rate[i] and rb[i] <= new do
+        e = rb[i] + W + P
+        rollAt(i, e)
+      end
+      due[i] = e
+      a = a + 5
+    else
+      if bs == nil then bs, at, wj, hz, cnt, rate = {}, {}, {}, {}, {}, rate or {} end
+      rate[i] = tonumber(ARGV[a + 2])
+      at[i] = a + 3
+      local b = {}
+      for k = 0, 4 do b[k] = tonumber(ARGV[a + 3 + k]) end
+      bs[i] = b
+      local j
+      for k = 0, 3 do
+        if b[k] <= now and now < b[k + 1] then j = k break end
+      end
+      if j == nil then
+        return redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
+          ' is outside the windows the client computed: client clock off by more than a window')
+      end
+      wj[i] = j
+      hz[i] = math.min(j + 3, 4)
+      -- Only the windows the decision can charge, j .. horizon - 1: the
+      -- others matter only to the first charge of a window (below).
+      local h = wget(key[i], a + 3 + j, a + 2 + hz[i])
+      local c = {}
+      for k = j, hz[i] - 1 do c[k] = h[ARGV[a + 3 + k]] end
+      cnt[i] = c
+      a = a + 8
     end
   end
-end
 
--- The fixpoint.
-local t, decider, ok = now, -1, false
-if paused > t then t, decider = paused, -2 end
-for _ = 1, 16 do
-  local moved, beyond = false, false
-  for i = 1, n do
-    local e
-    if kind[i] == 'g' then
-      e = tat[i] + cost[i] * T[i] - dvt[i]
-    elseif kind[i] == 'c' then
-      e = t
-    elseif kind[i] == 'r' then
-      e = math.max(t, due[i])
-      beyond = e > now + per[i] + wid[i]
-    else
-      local k = slot(i, t)
-      if k == nil then
-        e, beyond = t, true
-      elseif cnt[i][k] + cost[i] <= rate[i] then
-        e = t
-      else
-        e = bs[i][k + 1]
-        beyond = e >= bs[i][hz[i]]
+  -- The pause keys in one read (only pause.lua writes them: strings).
+  local paused = 0
+  if np > 0 then
+    local v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
+    for p = 1, #v do
+      local u = tonumber(v[p])
+      if u and u > paused then paused = u end
+    end
+  end
+  -- A pause drains the GCRA buckets it holds back: at its end each has room
+  -- for this request alone, drained by at most quota.PauseDrain (package
+  -- quota's doc, "After a pause").
+  if paused > 0 then
+    local drain = 60000000 -- quota.PauseDrain, µs
+    for i = 1, n do
+      if kind[i] == 'g' then
+        tat[i] = math.max(tat[i], paused + math.min(dvt[i], drain) - cost[i] * T[i])
       end
     end
-    if e > t then t, decider, moved = e, i - 1, true end
-    if beyond then break end
   end
-  if beyond then break end
-  if not moved then ok = true break end
-end
 
-local full = nil
-for i = 1, n do
-  if kind[i] == 'c' and live[i] + 1 > rate[i] then full = i break end
-end
-local allowed = full == nil and ok and t - now <= maxwait
-if full ~= nil then
-  decider = full - 1
-  if soonest[full] > t then t = soonest[full] end
-end
-local reply = {0, now, t, decider}
-if allowed then reply[1] = 1 end
+  -- The fixpoint.
+  local t, decider, ok = now, -1, false
+  if paused > t then t, decider = paused, -2 end
+  for _ = 1, 16 do
+    local moved, beyond = false, false
+    for i = 1, n do
+      local e
+      if kind[i] == 'g' then
+        e = tat[i] + cost[i] * T[i] - dvt[i]
+      elseif kind[i] == 'c' then
+        e = t
+      elseif kind[i] == 'r' then
+        e = math.max(t, due[i])
+        beyond = e > now + per[i] + wid[i]
+      else
+        local k = slot(i, t)
+        if k == nil then
+          e, beyond = t, true
+        elseif cnt[i][k] + cost[i] <= rate[i] then
+          e = t
+        else
+          e = bs[i][k + 1]
+          beyond = e >= bs[i][hz[i]]
+        end
+      end
+      if e > t then t, decider, moved = e, i - 1, true end
+      if beyond then break end
+    end
+    if beyond then break end
+    if not moved then ok = true break end
+  end
 
-for i = 1, n do
-  local rem, reset, mark, prev = 0, 0, 0, 0
-  if kind[i] == 'g' then
-    if allowed then
-      local set = math.max(tat[i], t) + cost[i] * T[i]
-      redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
-      rem = math.floor((dvt[i] - (set - t)) / T[i])
-      reset = set - now
-      mark, prev = set, stored[i]
+  local full = nil
+  for i = 1, n do
+    if kind[i] == 'c' and live[i] + 1 > rate[i] then full = i break end
+  end
+  local allowed = full == nil and ok and t - now <= maxwait
+  if full ~= nil then
+    decider = full - 1
+    if soonest[full] > t then t = soonest[full] end
+  end
+  local reply = {0, now, t, decider}
+  if allowed then reply[1] = 1 end
+
+  for i = 1, n do
+    local rem, reset, mark, prev = 0, 0, 0, 0
+    if kind[i] == 'g' then
+      if allowed then
+        local set = math.max(tat[i], t) + cost[i] * T[i]
+        gset(key[i], set)
+        rem = math.floor((dvt[i] - (set - t)) / T[i])
+        reset = set - now
+        mark, prev = set, stored[i]
+      else
+        rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
+        reset = tat[i] - now
+      end
+    elseif kind[i] == 'c' then
+      local held = live[i]
+      if allowed then
+        held = held + 1
+        redis.call('ZREMRANGEBYSCORE', key[i], '-inf', now)
+        redis.call('ZADD', key[i], t + T[i], lid[i])
+      end
+      rem = rate[i] - held
+      if held > 0 then
+        local last = redis.call('ZRANGE', key[i], 0, 0, 'REV', 'WITHSCORES')
+        reset = tonumber(last[2]) - now
+        if allowed then redis.call('PEXPIRE', key[i], ttl(reset)) end
+      end
+    elseif kind[i] == 'r' then
+      local W, P, new = wid[i], per[i], rnew[i]
+      if allowed then
+        -- What it counts at t before this charge: the charged bucket holds
+        -- t, so it has not expired then.
+        rem = rate[i] - rollAt(i, t) - cost[i]
+        local b = t - math.fmod(t, W)
+        local old = rold[i]
+        if old == nil or b < old then old = b end
+        if new == nil or b > new then new = b end
+        if rreset[i] then redis.call('DEL', key[i]) end
+        if #gone[i] > 0 then redis.call('HDEL', key[i], unpack(gone[i])) end
+        redis.call('HINCRBY', key[i], field(b), cost[i])
+        redis.call('HSET', key[i], 'sum', rsum[i] + cost[i], 'old', old, 'new', new, 'width', W)
+        redis.call('PEXPIRE', key[i], ttl(new + W + P - now))
+        mark = b
+      else
+        rem = rate[i] - rsum[i]
+      end
+      if new then reset = new + W + P - now end
     else
-      rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
-      reset = tat[i] - now
-    end
-  elseif kind[i] == 'c' then
-    local held = live[i]
-    if allowed then
-      held = held + 1
-      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-      redis.call('ZADD', KEYS[i], t + T[i], lid[i])
-    end
-    rem = rate[i] - held
-    if held > 0 then
-      local last = redis.call('ZRANGE', KEYS[i], 0, 0, 'REV', 'WITHSCORES')
-      reset = tonumber(last[2]) - now
-      if allowed then redis.call('PEXPIRE', KEYS[i], ttl(reset)) end
-    end
-  elseif kind[i] == 'r' then
-    local W, P, new = wid[i], per[i], rnew[i]
-    if allowed then
-      -- What it counts at t before this charge: the charged bucket holds
-      -- t, so it has not expired then.
-      rem = rate[i] - rollAt(i, t) - cost[i]
-      local b = t - math.fmod(t, W)
-      local old = rold[i]
-      if old == nil or b < old then old = b end
-      if new == nil or b > new then new = b end
-      if rreset[i] then redis.call('DEL', KEYS[i]) end
-      if #gone[i] > 0 then redis.call('HDEL', KEYS[i], unpack(gone[i])) end
-      redis.call('HINCRBY', KEYS[i], field(b), cost[i])
-      redis.call('HSET', KEYS[i], 'sum', rsum[i] + cost[i], 'old', old, 'new', new, 'width', W)
-      redis.call('PEXPIRE', KEYS[i], ttl(new + W + P - now))
-      mark = b
-    else
-      rem = rate[i] - rsum[i]
-    end
-    if new then reset = new + W + P - now end
-  else
-    local b, k = bs[i], wj[i]
-    if allowed then
-      k = slot(i, t)
-      local field = ARGV[at[i] + k]
-      redis.call('HINCRBY', KEYS[i], field, cost[i])
-      mark = b[k]
-      -- The first charge of a window drops the windows that have ended
-      -- and expires the key at the end of the latest window it still
-      -- counts. A field that is none of the five starts (the calendar
-      -- changed) ends at an unknown time: then the key's TTL is only ever
-      -- lengthened. A later charge of the same window has nothing to do:
-      -- the key's TTL covers every window with a count (only this script
-      -- and after.lua write counts, each with that TTL), and no window has
-      -- ended since the first charge of the window of now.
-      if cnt[i][k] == 0 then
-        local last, unknown, stale = b[k + 1], false, {}
-        local h = redis.call('HGETALL', KEYS[i])
-        for f = 1, #h, 2 do
-          local s = tonumber(h[f])
-          if s == nil or s < b[wj[i]] then
-            stale[#stale + 1] = h[f]
-          else
-            local known = false
-            for kk = wj[i], 3 do
-              if h[f] == ARGV[at[i] + kk] then
-                known = true
-                if b[kk + 1] > last then last = b[kk + 1] end
-                break
-              end
-            end
-            if not known then unknown = true end
+      local b, k = bs[i], wj[i]
+      if allowed then
+        k = slot(i, t)
+        wcharge(key[i], ARGV[at[i] + k], cost[i])
+        mark = b[k]
+        -- The first charge of a window drops the windows that have ended
+        -- and sets the key's expiry (flush). A later charge of the same
+        -- window has nothing to do: the key's TTL covers every window with
+        -- a count (only this script and after.lua write counts, each with
+        -- that TTL), and no window has ended since the first charge of the
+        -- window of now.
+        if cnt[i][k] == 0 then
+          local cl = wclean[key[i]]
+          if cl == nil or b[k + 1] > cl.last then
+            wclean[key[i]] = {b = b, j = wj[i], at = at[i], last = b[k + 1]}
           end
         end
-        if #stale > 0 then redis.call('HDEL', KEYS[i], unpack(stale)) end
-        local px = ttl(last - now)
-        if unknown then
-          local cur = redis.call('PTTL', KEYS[i])
-          if cur > px then px = cur end
-        end
-        redis.call('PEXPIRE', KEYS[i], px)
+        cnt[i][k] = cnt[i][k] + cost[i]
       end
-      cnt[i][k] = cnt[i][k] + cost[i]
+      rem = rate[i] - cnt[i][k]
+      reset = b[k + 1] - now
     end
-    rem = rate[i] - cnt[i][k]
-    reset = b[k + 1] - now
+    if rem < 0 then rem = 0 end
+    if reset < 0 then reset = 0 end
+    local r = 4 * i
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
   end
-  if rem < 0 then rem = 0 end
-  if reset < 0 then reset = 0 end
-  local r = 4 * i
-  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
+  return reply
 end
-return reply
+
+local out = {}
+local kb, ab = 0, 4
+for r = 1, m do
+  local ok, rep = pcall(decide, kb, ab)
+  if not ok then
+    if type(rep) ~= 'table' then rep = redis.error_reply(tostring(rep)) end
+  end
+  out[r] = rep
+  kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3])
+  ab = ab + tonumber(ARGV[ab])
+end
+
+-- flush: the writes of every decision.
+for _, k in ipairs(gorder) do
+  local v = gval[k]
+  redis.call('SET', k, v, 'PX', ttl(v - now))
+end
+for _, k in ipairs(worder) do
+  for f, c in pairs(winc[k]) do
+    redis.call('HINCRBY', k, f, c)
+  end
+  -- A window's first charge: drop the windows that have ended and expire
+  -- the key at the end of the latest window it still counts. A field that
+  -- is none of the five starts (the calendar changed) ends at an unknown
+  -- time: then the key's TTL is only ever lengthened.
+  local cl = wclean[k]
+  if cl ~= nil then
+    local b, j, at = cl.b, cl.j, cl.at
+    local last, unknown, stale = cl.last, false, {}
+    local h = redis.call('HGETALL', k)
+    for f = 1, #h, 2 do
+      local s = tonumber(h[f])
+      if s == nil or s < b[j] then
+        stale[#stale + 1] = h[f]
+      else
+        local known = false
+        for kk = j, 3 do
+          if h[f] == ARGV[at + kk] then
+            known = true
+            if b[kk + 1] > last then last = b[kk + 1] end
+            break
+          end
+        end
+        if not known then unknown = true end
+      end
+    end
+    if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
+    local px = ttl(last - now)
+    if unknown then
+      local cur = redis.call('PTTL', k)
+      if cur > px then px = cur end
+    end
+    redis.call('PEXPIRE', k, px)
+  end
+end
+return out

@@ -405,8 +405,11 @@ func TestClockSkewBeyondAWindowIsAnError(t *testing.T) {
 	// caller's clock is off by years, and the script says so.
 	st := newStore(t, client, nil)
 	b := windowStarts(quota.Calendar{Unit: quota.Hour}, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
-	_, err := st.run(context.Background(), reserveScript, []string{st.prefix + "{v}:w"},
-		[]any{"", 0, 0, 1, "w", 1, 5, b[0], b[1], b[2], b[3], b[4]})
+	v, err := st.call(context.Background(), []*pending{{keys: []string{st.prefix + "{v}:w"},
+		args: []any{nil, nil, nil, 12, 0, 1, 0, "w", 1, 5, b[0], b[1], b[2], b[3], b[4]}}})
+	if err == nil {
+		_, err = parseReserve(v, 1)
+	}
 	if err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Errorf("script with windows of 2020: %v, want a clock skew error", err)
 	}

@@ -1,0 +1,181 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+)
+
+// Coalescing. Decisions of one Store that go to the same tag (one hash
+// slot) while a decision of that tag is in flight wait for it, then go
+// together in one reserve.lua call, which decides them one after the other
+// in their order of arrival, each all or nothing on its own, reading and
+// writing each shared key once (see reserve.lua, "Requests"). A decision
+// that finds no call in flight goes at once, alone, from its caller's
+// goroutine: one caller at a time pays nothing for it. Only stacks of
+// GCRA and window limits are coalesced; any other goes alone.
+
+const (
+	// lanes is the number of queues decisions are spread over, by tag.
+	lanes = 64
+	// maxBatch bounds the decisions of one call, and so the time one
+	// script holds Redis.
+	maxBatch = 64
+)
+
+// pending is one decision's part of a reserve.lua call.
+type pending struct {
+	ctx  context.Context
+	tag  string
+	keys []string // its KEYS: item keys, then pause keys
+	args []any    // its ARGV entries: 3 free slots, then its count, ...
+	done chan reply
+}
+
+// reply is one decision's reply of reserve.lua, or the call's error.
+type reply struct {
+	v   any
+	err error
+}
+
+// lane is the queue of the decisions of the tags that hash to it.
+type lane struct {
+	mu    sync.Mutex
+	busy  bool // a call of this lane is in flight
+	queue []*pending
+}
+
+// decide runs p's decision, coalesced with others of its tag when alone
+// is false, and returns its part of the reply.
+func (s *Store) decide(p *pending, alone bool) (any, error) {
+	if alone {
+		return s.call(p.ctx, []*pending{p})
+	}
+	l := &s.lanes[maphash.String(s.seed, p.tag)%lanes]
+	l.mu.Lock()
+	if !l.busy {
+		l.busy = true
+		l.mu.Unlock()
+		v, err := s.call(p.ctx, []*pending{p})
+		s.next(l)
+		return v, err
+	}
+	p.done = make(chan reply, 1)
+	l.queue = append(l.queue, p)
+	l.mu.Unlock()
+	// A caller never waits longer than the store's timeout, queued or in
+	// flight.
+	ctx, cancel := context.WithTimeout(p.ctx, s.timeout)
+	defer cancel()
+	select {
+	case r := <-p.done:
+		return r.v, r.err
+	case <-ctx.Done():
+		l.mu.Lock()
+		for i, q := range l.queue {
+			if q == p { // not sent: nothing was decided
+				l.queue = append(l.queue[:i], l.queue[i+1:]...)
+				break
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case r := <-p.done: // a reply that raced the deadline still counts
+			return r.v, r.err
+		default:
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// next hands lane l on after a call: to a goroutine that sends what was
+// queued meanwhile, or to the next caller.
+func (s *Store) next(l *lane) {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.busy = false
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go s.drain(l)
+}
+
+// drain sends l's queue, a tag at a time and up to maxBatch decisions per
+// call, until it is empty.
+func (s *Store) drain(l *lane) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) == 0 {
+			l.busy = false
+			l.mu.Unlock()
+			return
+		}
+		// The decisions of the first one's tag, in order; the others
+		// keep their places.
+		tag := l.queue[0].tag
+		var batch []*pending
+		rest := l.queue[:0]
+		for _, q := range l.queue {
+			if q.tag == tag && len(batch) < maxBatch {
+				batch = append(batch, q)
+			} else {
+				rest = append(rest, q)
+			}
+		}
+		clear(l.queue[len(rest):])
+		l.queue = rest
+		l.mu.Unlock()
+		// The call serves every caller in it, so no caller's end ends it:
+		// it keeps the first one's values, bounded by the store's timeout.
+		v, err := s.call(context.WithoutCancel(batch[0].ctx), batch)
+		if len(batch) == 1 {
+			batch[0].done <- reply{v, err}
+			continue
+		}
+		vals, _ := v.([]any)
+		for i, q := range batch {
+			if err != nil {
+				q.done <- reply{nil, err}
+			} else {
+				q.done <- reply{vals[i], nil}
+			}
+		}
+	}
+}
+
+// call runs reserve.lua for batch and returns, for a batch of one, its
+// reply, else every reply (checked to be one per decision).
+func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
+	var keys []string
+	var args []any
+	if len(batch) == 1 {
+		keys, args = batch[0].keys, batch[0].args
+	} else {
+		nk, na := 0, 3
+		for _, p := range batch {
+			nk += len(p.keys)
+			na += len(p.args) - 3
+		}
+		keys = make([]string, 0, nk)
+		args = make([]any, 3, na)
+		for _, p := range batch {
+			keys = append(keys, p.keys...)
+			args = append(args, p.args[3:]...)
+		}
+	}
+	args[0], args[1], args[2] = s.nowArg(), s.slack, len(batch)
+	v, err := s.run(ctx, reserveScript, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) != len(batch) {
+		return nil, fmt.Errorf("%w: %T of %d replies, want an array of %d", errReply, v, len(vals), len(batch))
+	}
+	if len(batch) == 1 {
+		return vals[0], nil
+	}
+	return vals, nil
+}
