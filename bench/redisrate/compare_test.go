@@ -2,10 +2,16 @@ package redisrate
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +36,12 @@ var (
 	rateDaily = redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: 24 * time.Hour}
 )
 
+// goroutines are the numbers of callers each case runs with.
+var goroutines = []int{1, 8, 64}
+
+// baseline is the case every other is compared with: one redis_rate Allow.
+const baseline = "redis_rate/allow=1"
+
 func request(limits ...*quota.Limit) quota.Request {
 	req := quota.Request{Tag: "vendor"}
 	for _, l := range limits {
@@ -38,11 +50,26 @@ func request(limits ...*quota.Limit) quota.Request {
 	return req
 }
 
-// run times op with 1 goroutine, or with g goroutines through RunParallel.
-func run(b *testing.B, g int, op func(ctx context.Context) error) {
+// figure is what one timed run of one case measured.
+type figure struct {
+	nsPerOp float64       // wall time per decision: the inverse of throughput
+	p99     time.Duration // of the decisions' latencies
+	redisUs float64       // µs Redis spent in EVALSHA/EVAL per decision
+	calls   float64       // EVALSHA/EVAL calls per decision: round trips
+	errs    int64         // failed or refused decisions
+}
+
+// figures keeps, per "case/goroutines=g", the figure of the last timed run
+// of each round, for the table BenchmarkCompare prints.
+var figures = map[string][]figure{}
+
+// rounds is how many times BenchmarkCompare runs every case, interleaved.
+var rounds = flag.Int("rounds", 3, "rounds of BenchmarkCompare: every case runs once per round")
+
+// warm loads the scripts and opens g connections before the clock
+// starts, so that no run times a storm of dials.
+func warm(b *testing.B, g int, op func(ctx context.Context) error) {
 	ctx := context.Background()
-	// Load the scripts and open g connections before the clock starts,
-	// so that no run times a storm of dials.
 	var wg sync.WaitGroup
 	errs := make(chan error, g)
 	for i := 0; i < g; i++ {
@@ -59,35 +86,64 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// run times op with g goroutines (1: a plain loop; more: RunParallel)
+// and returns every decision's latency and the number of errors.
+func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Duration, int64) {
+	ctx := context.Background()
+	var failed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	if g == 1 {
+		lat := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {
-			if err := op(ctx); err != nil {
-				b.Fatal(err)
+			t0 := time.Now()
+			if op(ctx) != nil {
+				failed.Add(1)
 			}
+			lat = append(lat, time.Since(t0))
 		}
-		return
+		return lat, failed.Load()
 	}
+	var mu sync.Mutex
+	var lat []time.Duration
 	b.SetParallelism(max(1, g/runtime.GOMAXPROCS(0)))
 	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
 		for pb.Next() {
-			if err := op(ctx); err != nil {
-				b.Error(err)
-				return
+			t0 := time.Now()
+			if op(ctx) != nil {
+				failed.Add(1)
 			}
+			mine = append(mine, time.Since(t0))
 		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
 	})
+	return lat, failed.Load()
 }
 
-// BenchmarkCompare runs, on one redis-server in one run:
+// BenchmarkCompare runs, on one redis-server in one run, interleaved at
+// each number of goroutines (1, 8, 64):
 //
 //   - throttle/limits=1 and throttle/limits=3: one Reserve of a stack of
-//     1 GCRA limit, and of 2 GCRA limits and a daily calendar window;
+//     1 GCRA limit, and of 2 GCRA limits and a daily calendar window, on
+//     a default go-redis client (the store guards its timeout with a
+//     goroutine per call);
+//   - throttle-ctxtimeout/…: the same on a client with
+//     ContextTimeoutEnabled;
 //   - redis_rate/allow=1: one redis_rate Allow (one GCRA key);
 //   - redis_rate/allow=3: three sequential Allows, the nearest redis_rate
 //     comes to a stack of three (not atomic: a refusal by the third leaves
 //     the first two charged).
+//
+// Each sub-benchmark reports p99-µs, redis-µs/op (Redis's time in
+// EVALSHA/EVAL per decision), calls/op (round trips per decision) and
+// errors; at the end it prints the medians over the rounds (-rounds,
+// default 3) as ratios to redis_rate/allow=1 at the same number of
+// goroutines.
 func BenchmarkCompare(b *testing.B) {
 	srv := redistest.Start(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
@@ -111,7 +167,7 @@ func BenchmarkCompare(b *testing.B) {
 			r := req
 			res, err := st.Reserve(ctx, &r)
 			if err == nil && !res.Allowed {
-				b.Fatalf("throttle refused: %+v", res.Result)
+				return fmt.Errorf("throttle refused: %+v", res.Result)
 			}
 			return err
 		}
@@ -124,7 +180,7 @@ func BenchmarkCompare(b *testing.B) {
 					return err
 				}
 				if res.Allowed == 0 {
-					b.Fatalf("redis_rate refused: %+v", res)
+					return fmt.Errorf("redis_rate refused: %+v", res)
 				}
 			}
 			return nil
@@ -138,46 +194,143 @@ func BenchmarkCompare(b *testing.B) {
 		{"throttle/limits=3", reserve(st, three)},
 		{"throttle-ctxtimeout/limits=1", reserve(ctxSt, one)},
 		{"throttle-ctxtimeout/limits=3", reserve(ctxSt, three)},
-		{"redis_rate/allow=1", allow(ratePeak)},
+		{baseline, allow(ratePeak)},
 		{"redis_rate/allow=3", allow(ratePeak, rateMinute, rateDaily)},
 	}
 	stats := srv.Client(b)
-	for _, g := range []int{1, 64} {
-		for _, c := range cases {
-			b.Run(c.name+"/goroutines="+strconv.Itoa(g), func(b *testing.B) {
-				before := scriptTime(b, stats)
-				run(b, g, c.op)
-				b.StopTimer()
-				after := scriptTime(b, stats)
-				// Time spent inside Redis running scripts, per operation:
-				// what one Redis core can sustain, whatever the client
-				// machine's load.
-				b.ReportMetric(float64(after-before)/float64(b.N), "redis-µs/op")
-			})
+	// Rounds interleave the cases (go test's -count would run each case
+	// its count of times in a row), so that a load that comes and goes
+	// on the machine weighs on every case alike.
+	for range *rounds {
+		for _, g := range goroutines {
+			for _, c := range cases {
+				name := c.name + "/goroutines=" + strconv.Itoa(g)
+				b.Run(name, func(b *testing.B) {
+					warm(b, g, c.op)
+					before := scriptStats(b, stats)
+					lat, errs := run(b, g, c.op)
+					b.StopTimer()
+					after := scriptStats(b, stats)
+					n := float64(b.N)
+					f := figure{
+						nsPerOp: float64(b.Elapsed().Nanoseconds()) / n,
+						p99:     percentile(lat, 0.99),
+						// Time spent inside Redis running scripts, per
+						// decision: what one Redis core can sustain, whatever
+						// the client machine's load.
+						redisUs: float64(after.usec-before.usec) / n,
+						calls:   float64(after.calls-before.calls) / n,
+						errs:    errs,
+					}
+					b.ReportMetric(float64(f.p99.Nanoseconds())/1e3, "p99-µs")
+					b.ReportMetric(f.redisUs, "redis-µs/op")
+					b.ReportMetric(f.calls, "calls/op")
+					b.ReportMetric(float64(errs), "errors")
+					// Each timed run starts with b.N = 1 and grows b.N to
+					// fill -benchtime: the last run of a series counts.
+					if b.N == 1 {
+						figures[name] = append(figures[name], f)
+					} else {
+						figures[name][len(figures[name])-1] = f
+					}
+				})
+			}
+		}
+	}
+	names := make([]string, len(cases))
+	for i, c := range cases {
+		names[i] = c.name
+	}
+	printRatios(os.Stdout, names)
+}
+
+// printRatios prints the medians of the figures (one per round)
+// and each case's ratios to the baseline at the same number of
+// goroutines: speed (baseline's µs/op over the case's: above 1 is
+// faster) and p99 (the case's over the baseline's: above 1 is worse).
+func printRatios(w io.Writer, names []string) {
+	fmt.Fprintf(w, "\nmedians of %d run(s); speed = %s µs/op ÷ case µs/op (>1 faster), p99 ratio = case ÷ %s (>1 worse)\n",
+		len(figures[baseline+"/goroutines=1"]), baseline, baseline)
+	fmt.Fprintf(w, "%-30s %3s %9s %6s %8s %6s %12s %13s %9s %6s\n",
+		"case", "g", "µs/op", "speed", "p99 µs", "p99×", "redis µs/op", "redis µs/call", "calls/op", "errors")
+	for _, g := range goroutines {
+		base := median(figures[baseline+"/goroutines="+strconv.Itoa(g)])
+		for _, name := range names {
+			f := median(figures[name+"/goroutines="+strconv.Itoa(g)])
+			perCall := 0.0
+			if f.calls > 0 {
+				perCall = f.redisUs / f.calls
+			}
+			fmt.Fprintf(w, "%-30s %3d %9.1f %6.2f %8.1f %6.2f %12.1f %13.1f %9.2f %6d\n",
+				name, g, f.nsPerOp/1e3, base.nsPerOp/f.nsPerOp,
+				float64(f.p99.Nanoseconds())/1e3, float64(f.p99)/float64(base.p99),
+				f.redisUs, perCall, f.calls, f.errs)
 		}
 	}
 }
 
-// scriptTime reads from INFO commandstats the total µs Redis spent in
-// EVALSHA and EVAL.
-func scriptTime(b *testing.B, c *redis.Client) int64 {
+// median returns the field-wise median of fs (errors: the sum).
+func median(fs []figure) figure {
+	pick := func(get func(figure) float64) float64 {
+		v := make([]float64, len(fs))
+		for i, f := range fs {
+			v[i] = get(f)
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	var m figure
+	m.nsPerOp = pick(func(f figure) float64 { return f.nsPerOp })
+	m.p99 = time.Duration(pick(func(f figure) float64 { return float64(f.p99) }))
+	m.redisUs = pick(func(f figure) float64 { return f.redisUs })
+	m.calls = pick(func(f figure) float64 { return f.calls })
+	for _, f := range fs {
+		m.errs += f.errs
+	}
+	return m
+}
+
+// percentile returns the p-quantile of lat (sorting it).
+func percentile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	slices.Sort(lat)
+	return lat[min(len(lat)-1, int(float64(len(lat))*p))]
+}
+
+// scriptCounts are INFO commandstats' totals for EVALSHA and EVAL.
+type scriptCounts struct{ calls, usec int64 }
+
+// scriptStats reads from INFO commandstats the calls of EVALSHA and EVAL
+// and the total µs Redis spent in them.
+func scriptStats(b *testing.B, c *redis.Client) scriptCounts {
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total int64
+	var total scriptCounts
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
 		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
 			continue
 		}
 		for _, f := range strings.Split(line[strings.IndexByte(line, ':')+1:], ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					b.Fatalf("commandstats %q: %v", line, err)
-				}
-				total += n
+			k, v, _ := strings.Cut(f, "=")
+			if k != "usec" && k != "calls" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatalf("commandstats %q: %v", line, err)
+			}
+			if k == "usec" {
+				total.usec += n
+			} else {
+				total.calls += n
 			}
 		}
 	}
