@@ -53,6 +53,21 @@
 // quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names.
 //
+// # Coalescing
+//
+// Decisions of one Store for the same tag (so the same hash slot) that
+// arrive while a decision of that tag is in flight wait for it, and then
+// go together in one script call, as auto-pipelining clients do: the
+// script decides them one after the other in their order of arrival, each
+// all or nothing on its own and each with its own reply or error, and
+// reads and writes each key they share once. One caller at a time pays
+// nothing for it: a decision that finds no call in flight goes at once, in
+// one round trip. Under load a decision takes one round trip or a share of
+// one (never more), and a queued caller still waits at most
+// Options.Timeout; one whose deadline passes while queued is taken out
+// unsent. Only stacks of GCRA and calendar window limits are coalesced;
+// stacks with rolling windows or concurrency limits always go alone.
+//
 // # Failure
 //
 // Every call is bounded by Options.Timeout. An error from Redis wraps the
