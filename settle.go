@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -40,7 +41,9 @@ type Meter interface {
 }
 
 // WithSettle returns a context whose requests settle their actual costs
-// with s (see Settler), e.g. WithSettle(ctx, OpenAIUsage("tpm")).
+// with s (see Settler), e.g. WithSettle(ctx, OpenAIUsage("tpm")). It takes
+// precedence over the provider's settle field, which configures the same
+// built-in Settlers without code (docs/configuration.md, "settle").
 func WithSettle(ctx context.Context, s Settler) context.Context {
 	return context.WithValue(ctx, settlerKey, s)
 }
@@ -48,6 +51,21 @@ func WithSettle(ctx context.Context, s Settler) context.Context {
 func settlerFrom(ctx context.Context) Settler {
 	s, _ := ctx.Value(settlerKey).(Settler)
 	return s
+}
+
+// settlerOf returns the built-in Settler that a provider's or route's
+// settle field names (providers.Settle), for requests whose context
+// carries none.
+func settlerOf(s *providers.Settle) Settler {
+	switch s.Format {
+	case providers.SettleOpenAI:
+		return OpenAIUsage(s.Usage["tokens"])
+	case providers.SettleAnthropic:
+		return AnthropicUsage(s.Usage["input"], s.Usage["output"])
+	case providers.SettleShopifyGraphQL:
+		return ShopifyQueryCost(s.Usage["cost"])
+	}
+	return nil
 }
 
 // OpenAIUsage settles the limit named tokens (a tokens-per-minute limit)

@@ -177,3 +177,83 @@ func TestSettleStreams(t *testing.T) {
 		t.Fatalf("200 more after the stream used 900 of 1000: %v, want refused by tpm", err)
 	}
 }
+
+// TestSettleConfigured: a provider's settle field settles like WithSettle,
+// with no code on the request (the proxy's and an SDK's case); a route's
+// replaces it; a Settler on the context takes precedence.
+func TestSettleConfigured(t *testing.T) {
+	t.Parallel()
+	v := settleVendor(t, map[string]string{
+		"/openai":  `{"usage":{"prompt_tokens":60,"completion_tokens":40,"total_tokens":100}}`,
+		"/shopify": `{"data":{},"extensions":{"cost":{"requestedQueryCost":500,"actualQueryCost":2.5}}}`,
+	})
+	const yaml = `
+providers:
+  model:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits:
+      - {name: tpm, limit: 1000/h}
+      - {name: input, limit: 1000/h}
+    settle: {format: openai, usage: {tokens: tpm}}
+    routes:
+      - name: graphql
+        path: /shopify
+        settle: {format: shopify-graphql, usage: {cost: input}}
+`
+	tr, _ := e2eTransport(t, yaml, v.Host())
+	get := func(ctx context.Context, path string, costs map[string]int64) error {
+		t.Helper()
+		for name, n := range costs {
+			ctx = throttle.WithLimitCost(ctx, name, n)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	ctx := context.Background()
+	for _, step := range []struct {
+		what  string
+		ctx   context.Context
+		path  string
+		costs map[string]int64
+		ok    bool
+	}{
+		{"openai: 900 reserved, 100 used", ctx, "/openai", map[string]int64{"tpm": 900}, true},
+		{"the 800 unused came back", ctx, "/none", map[string]int64{"tpm": 900}, true},
+		{"tpm all used", ctx, "/none", map[string]int64{"tpm": 1}, false},
+		{"fresh store", nil, "", nil, true},
+		{"route: 500 requested, 3 used", ctx, "/shopify", map[string]int64{"input": 500}, true},
+		{"497 came back: 997 left", ctx, "/none", map[string]int64{"input": 997}, true},
+		{"input all used", ctx, "/none", map[string]int64{"input": 1}, false},
+	} {
+		if step.ctx == nil {
+			tr, _ = e2eTransport(t, yaml, v.Host())
+			continue
+		}
+		err := get(step.ctx, step.path, step.costs)
+		var le *throttle.LimitError
+		switch {
+		case step.ok && err != nil:
+			t.Fatalf("%s: %v", step.what, err)
+		case !step.ok && !errors.As(err, &le):
+			t.Fatalf("%s: %v, want refused", step.what, err)
+		}
+	}
+
+	// A context's Settler wins over the field: this one settles nothing.
+	tr, _ = e2eTransport(t, yaml, v.Host())
+	none := throttle.WithSettle(ctx, func(*http.Response) throttle.Meter { return nil })
+	if err := get(none, "/openai", map[string]int64{"tpm": 900}); err != nil {
+		t.Fatal(err)
+	}
+	var le *throttle.LimitError
+	if err := get(ctx, "/none", map[string]int64{"tpm": 900}); !errors.As(err, &le) {
+		t.Fatalf("after a context Settler that settles nothing: %v, want refused", err)
+	}
+}

@@ -384,7 +384,11 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 		}
 		return resp, err
 	}
-	if s := settlerFrom(ctx); s != nil {
+	s := settlerFrom(ctx)
+	if s == nil && res.Settle != nil {
+		s = settlerOf(res.Settle)
+	}
+	if s != nil {
 		if m := s(resp); m != nil {
 			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: t.settleFunc(ctx, res.Provider.Name, q, rsv)}
 		}

@@ -8,7 +8,7 @@ import (
 
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
-	"mode", "on_store_error", "local_share", "signals", "keys", "sync",
+	"mode", "on_store_error", "local_share", "signals", "keys", "sync", "settle",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -54,6 +54,9 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	}
 	if n := f["sync"]; n != nil {
 		p.Sync = l.sync(n, path+".sync", "provider "+p.Name, append(limitNodes, routeNodes...))
+	}
+	if n := f["settle"]; n != nil {
+		p.Settle = l.settle(n, path+".settle", "provider "+p.Name, append(limitNodes, routeNodes...))
 	}
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")

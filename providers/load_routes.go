@@ -12,7 +12,7 @@ import (
 
 var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
-var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync"}
+var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync", "settle"}
 
 // routes reads a provider's routes. It returns the valid ones and the
 // nodes of their limits, in file order.
@@ -99,6 +99,11 @@ func (l *loader) route(it *yaml.Node, path string, i int, bp int64, names map[st
 	}
 	if sn := f["sync"]; sn != nil {
 		if r.Sync = l.sync(sn, path+".sync", "route "+r.Name+"'s stack", base, own); r.Sync == nil {
+			good = false
+		}
+	}
+	if sn := f["settle"]; sn != nil {
+		if r.Settle = l.settle(sn, path+".settle", "route "+r.Name+"'s stack", base, own); r.Settle == nil {
 			good = false
 		}
 	}

@@ -117,6 +117,9 @@ type Resolution struct {
 	// Sync is how the response reports the vendor's counters: the
 	// route's Sync, else the provider's; nil when none is configured.
 	Sync *Sync
+	// Settle is how the response reports the request's actual cost: the
+	// route's Settle, else the provider's; nil when none is configured.
+	Settle *Settle
 }
 
 // A Registry resolves requests to their provider and limit stack under the
@@ -221,7 +224,7 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 	if p == nil {
 		return Resolution{}, false, nil
 	}
-	res := Resolution{Provider: p, Sync: p.Sync}
+	res := Resolution{Provider: p, Sync: p.Sync, Settle: p.Settle}
 	pl := &p.plan
 	for i := range p.Routes {
 		rt := &p.Routes[i]
@@ -229,6 +232,9 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 			res.Route, pl = rt, &rt.plan
 			if rt.Sync != nil {
 				res.Sync = rt.Sync
+			}
+			if rt.Settle != nil {
+				res.Settle = rt.Settle
 			}
 			break
 		}

@@ -232,6 +232,9 @@ type Route struct {
 	// requests (Shopify's GraphQL reports its counters otherwise than
 	// its REST API).
 	Sync *Sync
+	// Settle, when set, replaces the provider's Settle for the route's
+	// requests (Shopify's GraphQL settles its actual query cost).
+	Settle *Settle
 
 	segs []segment
 	plan plan
@@ -278,6 +281,10 @@ type Provider struct {
 	// every response, and which limit each one is: the transport drains
 	// the store to them (the "sync" field).
 	Sync *Sync
+	// Settle, when set, says how the vendor's responses report what each
+	// request actually cost, and which limit each figure settles (the
+	// "settle" field).
+	Settle *Settle
 
 	// tenant is, with Keys PerTenant, the scope every limit has.
 	tenant Scope
