@@ -3,6 +3,7 @@ package throttletest
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -99,9 +100,10 @@ type Options struct {
 	// Arrival, for a test that checks what was sent.
 	RecordBodies bool
 	// MaxInFlight, when positive, is a concurrency cap: a request that
-	// arrives while MaxInFlight others are being served (from their
-	// arrival until their response is written) is throttled. The vendor
-	// counts requests in flight either way; see PeakInFlight.
+	// arrives while MaxInFlight others it admitted are being served (from
+	// their arrival until their response is written) is throttled. It is
+	// All(Enforcer, Concurrent(MaxInFlight, 0)). The vendor counts every
+	// request in flight either way; see PeakInFlight.
 	MaxInFlight int
 	// Counters adds X-RateLimit-Limit, -Remaining, -Used, -Reset (the
 	// enforcer's own reset, in Unix seconds, rounded up: a window's end
@@ -110,6 +112,33 @@ type Options struct {
 	// vendors that publish their counters do. GitHub403 sends them
 	// anyway.
 	Counters bool
+	// Cost, when set, is what a request costs (values below 1 count as 1;
+	// nil means 1): the tokens a model API's response says it used, which
+	// its GCRA and Window limits charge at the request's arrival. The
+	// Handler writes the usage the client settles with.
+	Cost func(*http.Request) int64
+	// TagHeader, when set, names a request header whose value each
+	// Arrival keeps (Arrival.Tag), to match what the vendor saw with what
+	// the client sent: a request id, the slot the client reserved.
+	TagHeader string
+	// Exempt, when set, picks the requests the vendor answers (with the
+	// Handler) without enforcing, counting or recording them: a health
+	// check, a harness warming its connections up.
+	Exempt func(*http.Request) bool
+	// Others is the traffic of another client with the same credentials,
+	// which the test does not send: the vendor decides each at its time,
+	// once its clock has passed it (before any request arriving later),
+	// and charges it where the limits admit it. Close decides those still
+	// to come. Others are not in Arrivals or Counts; see OthersRefused.
+	Others []Other
+}
+
+// An Other is a request of another client (Options.Others).
+type Other struct {
+	// At is when it reaches the vendor, on the vendor's clock.
+	At time.Time
+	// Scope is its value of Options.ScopeHeader.
+	Scope string
 }
 
 // An Arrival is one request as the vendor saw it.
@@ -125,6 +154,13 @@ type Arrival struct {
 	Method, Path string
 	// Body is the start of the request body (with Options.RecordBodies).
 	Body []byte
+	// Done is when the vendor had written its response, on its clock: an
+	// admitted request is in flight from At to Done.
+	Done time.Time
+	// Cost is what the request cost (Options.Cost; otherwise 1).
+	Cost int64
+	// Tag is the request's value of Options.TagHeader.
+	Tag string
 }
 
 // A Vendor is a running fake vendor API. It is safe for concurrent use.
@@ -137,7 +173,9 @@ type Vendor struct {
 	now  func() time.Time
 
 	mu        sync.Mutex
-	scopes    map[string]*state
+	ledger    *Ledger
+	others    []Other // sorted; decided as the clock passes them
+	refused   int     // others refused
 	arrivals  []Arrival
 	served    int
 	throttled int
@@ -157,7 +195,14 @@ func (v *Vendor) PeakInFlight() int {
 // and returns it running. Close it when done. Like httptest.NewServer, it
 // panics if it cannot listen.
 func NewVendor(opts Options) *Vendor {
-	v := &Vendor{opts: opts, now: opts.Clock, scopes: map[string]*state{}}
+	e := opts.Enforcer
+	if opts.MaxInFlight > 0 {
+		e = All(e, Concurrent(opts.MaxInFlight, 0))
+	}
+	v := &Vendor{opts: opts, now: opts.Clock, ledger: NewLedger(e)}
+	v.ledger.live = true
+	v.others = append([]Other(nil), opts.Others...)
+	sort.SliceStable(v.others, func(i, j int) bool { return v.others[i].At.Before(v.others[j].At) })
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -174,8 +219,34 @@ func NewVendor(opts Options) *Vendor {
 func (v *Vendor) Host() string { return strings.TrimPrefix(v.URL, "http://") }
 
 // Close shuts the vendor down, blocking until every request in flight has
-// been answered. The recorded arrivals stay readable.
-func (v *Vendor) Close() { v.srv.Close() }
+// been answered, and decides the Options.Others still to come, as if its
+// clock had passed them. The recorded arrivals stay readable.
+func (v *Vendor) Close() {
+	v.srv.Close()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.othersUntil(time.Unix(0, math.MaxInt64))
+}
+
+// OthersRefused returns how many of Options.Others the vendor has
+// refused so far.
+func (v *Vendor) OthersRefused() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.refused
+}
+
+// othersUntil decides the others due at now, in their order; v.mu is
+// held.
+func (v *Vendor) othersUntil(now time.Time) {
+	for len(v.others) > 0 && !v.others[0].At.After(now) {
+		o := v.others[0]
+		v.others = v.others[1:]
+		if !v.ledger.decide(o.At.UnixNano(), o.Scope, 1).ok {
+			v.refused++
+		}
+	}
+}
 
 // Client returns an *http.Client that sends to the vendor over plain
 // loopback connections (the httptest server's own client).
@@ -249,30 +320,37 @@ func MaxIn(ts []time.Time, window time.Duration) int {
 }
 
 func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
-	scope := ""
+	if v.opts.Exempt != nil && v.opts.Exempt(r) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		v.answer(w, r)
+		return
+	}
+	a := Arrival{Method: r.Method, Path: r.URL.Path, Cost: 1}
 	if v.opts.ScopeHeader != "" {
-		scope = r.Header.Get(v.opts.ScopeHeader)
+		a.Scope = r.Header.Get(v.opts.ScopeHeader)
+	}
+	if v.opts.TagHeader != "" {
+		a.Tag = r.Header.Get(v.opts.TagHeader)
+	}
+	if v.opts.Cost != nil {
+		a.Cost = max(v.opts.Cost(r), 1)
 	}
 
 	v.mu.Lock()
 	now := v.now()
+	a.At = now
+	v.othersUntil(now)
 	v.inFlight++
 	v.peak = max(v.peak, v.inFlight)
-	defer func() {
-		v.mu.Lock()
-		v.inFlight--
-		v.mu.Unlock()
-	}()
 	var d decision
-	if v.opts.MaxInFlight > 0 && v.inFlight > v.opts.MaxInFlight {
-		d = decision{retryAfter: forcedRetryAfter}
-	} else if v.forced > 0 {
+	if v.forced > 0 {
 		v.forced--
-		l := v.opts.Enforcer.limit()
-		d = decision{retryAfter: forcedRetryAfter, limit: l, used: l}
+		l := v.ledger.limit()
+		d = decision{retryAfter: forcedRetryAfter, counters: counters{limit: l, used: l}}
 	} else {
-		d = v.opts.Enforcer.decide(v.state(scope), now)
+		d = v.ledger.decide(now.UnixNano(), a.Scope, a.Cost)
 	}
+	a.Throttled = !d.ok
 	if d.ok {
 		v.served++
 	} else {
@@ -280,14 +358,26 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 		if v.opts.RetryAfter > 0 {
 			d.retryAfter = v.opts.RetryAfter
 		}
-		d.remaining = 0
 	}
 	idx := -1
 	if len(v.arrivals) < v.opts.MaxArrivals {
 		idx = len(v.arrivals)
-		v.arrivals = append(v.arrivals, Arrival{At: now, Throttled: !d.ok, Scope: scope, Method: r.Method, Path: r.URL.Path})
+		v.arrivals = append(v.arrivals, a)
 	}
+	serving := v.ledger.serving()
 	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		done := v.now()
+		v.inFlight--
+		if d.ok {
+			v.ledger.release(done.UnixNano(), a.Scope)
+		}
+		if idx >= 0 {
+			v.arrivals[idx].Done = done
+		}
+	}()
 
 	// Read the body whole, so that the connection can be reused; keep
 	// its start when asked to.
@@ -306,12 +396,10 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 
 	v.writeHeaders(w.Header(), d, now)
 	if d.ok {
-		if v.opts.Handler != nil {
-			v.opts.Handler.ServeHTTP(w, r)
-			return
+		if serving > 0 {
+			time.Sleep(serving)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"ok":true}`)
+		v.answer(w, r)
 		return
 	}
 	status, msg := http.StatusTooManyRequests, `{"error":"rate_limited"}`
@@ -329,21 +417,15 @@ func (v *Vendor) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, msg)
 }
 
-// state returns scope's enforcer state; v.mu is held.
-func (v *Vendor) state(scope string) *state {
-	s, ok := v.scopes[scope]
-	if ok {
-		return s
+// answer answers an admitted (or exempt) request with the Handler, or
+// 200 {"ok":true}.
+func (v *Vendor) answer(w http.ResponseWriter, r *http.Request) {
+	if v.opts.Handler != nil {
+		v.opts.Handler.ServeHTTP(w, r)
+		return
 	}
-	if len(v.scopes) >= maxScopes {
-		scope = "\x00overflow"
-		if s, ok := v.scopes[scope]; ok {
-			return s
-		}
-	}
-	s = &state{}
-	v.scopes[scope] = s
-	return s
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"ok":true}`)
 }
 
 // writeHeaders sets the signal style's headers for decision d at now.
@@ -368,7 +450,7 @@ func (v *Vendor) writeHeaders(h http.Header, d decision, now time.Time) {
 	case GitHub403:
 		reset := d.reset
 		if !d.ok {
-			reset = now.Add(d.retryAfter)
+			reset, d.remaining = now.Add(d.retryAfter), 0
 		}
 		if d.limit > 0 || !d.ok {
 			setCounters(h, d, reset)
