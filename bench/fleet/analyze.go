@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // LimitFigures is what one vendor limit saw of one run.
@@ -87,7 +89,7 @@ func Analyze(r *RunResult) Figures {
 	f.Decisions = f.Intents - r.Outcomes[OutDropped]
 	for _, a := range r.Arrivals {
 		f.Sent++
-		if a.OK {
+		if !a.Throttled {
 			f.Served++
 		} else {
 			f.Vendor429++
@@ -117,8 +119,8 @@ func Analyze(r *RunResult) Figures {
 		f.Overshoot = max(f.Overshoot, lf.Overshoot)
 	}
 	var lags []int64
-	for _, a := range r.Arrivals {
-		lags = append(lags, a.Lag)
+	for i := range r.Arrivals {
+		lags = append(lags, lag(&r.Arrivals[i]))
 	}
 	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
 	f.LagP50, f.LagP99, f.LagP999 = pct(lags, 0.5), pct(lags, 0.99), pct(lags, 0.999)
@@ -166,15 +168,15 @@ func pct(sorted []int64, q float64) time.Duration {
 
 // overshoot checks the fleet's arrivals (served or not) against one limit,
 // per scope.
-func overshoot(l Limit, arrivals []Arrival) LimitFigures {
+func overshoot(l Limit, arrivals []throttletest.Arrival) LimitFigures {
 	lf := LimitFigures{Name: l.Name, Spec: l.String()}
 	byScope := map[string][]int64{}
 	for _, a := range arrivals {
 		s := ""
 		if l.PerBusiness {
-			s = a.Business
+			s = a.Scope
 		}
-		byScope[s] = append(byScope[s], a.At)
+		byScope[s] = append(byScope[s], a.At.UnixNano())
 	}
 	switch l.Kind {
 	case KindDay, KindRolling:
@@ -190,8 +192,8 @@ func overshoot(l Limit, arrivals []Arrival) LimitFigures {
 		switch l.Kind {
 		case KindDay:
 			counts := map[int64]int64{}
-			for _, t := range ts {
-				counts[floorDiv(t, int64(24*time.Hour))]++
+			for _, t := range ts { // after the epoch: the division is the UTC day's number
+				counts[t/int64(24*time.Hour)]++
 			}
 			for _, c := range counts {
 				most = max(most, c)
@@ -219,7 +221,7 @@ func overshoot(l Limit, arrivals []Arrival) LimitFigures {
 // outside the fleet's control, and the fleet is to leave them their
 // share, so 0 means the vendor could have served the other client and
 // every fleet arrival whatever the order. MaxWindow counts both.
-func overshootWindow(l Limit, arrivals []Arrival, phantoms []Phantom) LimitFigures {
+func overshootWindow(l Limit, arrivals []throttletest.Arrival, phantoms []throttletest.Other) LimitFigures {
 	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Rate}
 	type win struct {
 		scope string
@@ -232,15 +234,16 @@ func overshootWindow(l Limit, arrivals []Arrival, phantoms []Phantom) LimitFigur
 		}
 		return ""
 	}
+	// Times are after the epoch: a division gives the window's index.
 	for _, a := range arrivals {
-		w := win{scope(a.Business), floorDiv(a.At, int64(l.Period))}
+		w := win{scope(a.Scope), a.At.UnixNano() / int64(l.Period)}
 		fleet[w]++
-		if !a.OK {
+		if a.Throttled {
 			throttled[w]++
 		}
 	}
 	for _, p := range phantoms {
-		other[win{scope(p.Business), floorDiv(p.At, int64(l.Period))}]++
+		other[win{scope(p.Scope), p.At.UnixNano() / int64(l.Period)}]++
 	}
 	for w, n := range fleet {
 		over := min(n, max(0, n+other[w]-l.Rate))
@@ -305,10 +308,10 @@ func ideal(r *RunResult) int64 {
 		evs = append(evs, ev{at: in.At, cost: c, biz: in.Business})
 	}
 	for _, p := range r.Phantoms {
-		evs = append(evs, ev{at: p.At, cost: 1, biz: p.Business, phantom: true})
+		evs = append(evs, ev{at: p.At.UnixNano(), cost: 1, biz: p.Scope, phantom: true})
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
-	st := newStackState(r.Scenario.Vendor)
+	st := throttletest.NewLedger(enforcer(r.Scenario.Vendor))
 	// Against fixed windows only, the other client's share is left to it:
 	// its requests are counted in their windows first, so the ideal is
 	// what it left (a window's count does not depend on the order).
@@ -318,9 +321,7 @@ func ideal(r *RunResult) int64 {
 	}
 	if windows {
 		for _, p := range r.Phantoms {
-			for i := range st.limits {
-				st.limits[i].charge(st.state(i, p.Business), p.At, 1, p.At)
-			}
+			st.Charge(p.At, p.Scope, 1)
 		}
 	}
 	var n int64
@@ -329,16 +330,16 @@ func ideal(r *RunResult) int64 {
 			continue
 		}
 		if e.phantom || !r.Scenario.Wait {
-			if ok, _ := st.decide(e.at, e.biz, e.cost); ok && !e.phantom {
+			if ok, _ := st.Admit(time.Unix(0, e.at), e.biz, e.cost); ok && !e.phantom {
 				n++
 			}
 			continue
 		}
-		t := st.earliest(e.at, e.biz, e.cost)
-		if t-e.at > int64(r.Scenario.MaxWait) || t >= r.End {
+		t := st.Earliest(time.Unix(0, e.at), e.biz, e.cost)
+		if t.UnixNano()-e.at > int64(r.Scenario.MaxWait) || t.UnixNano() >= r.End {
 			continue
 		}
-		if ok, _ := st.decide(t, e.biz, e.cost); ok {
+		if ok, _ := st.Admit(t, e.biz, e.cost); ok {
 			n++
 		}
 	}
@@ -347,11 +348,11 @@ func ideal(r *RunResult) int64 {
 
 // overshootConcurrent checks the fleet's arrivals against a concurrency
 // cap: an admitted request is in flight from its arrival until its
-// response was written (Arrival.Done), and the overshoot is the most
+// response was written (throttletest.Arrival.Done), and the overshoot is the most
 // requests in flight beyond the cap at any arrival, the arriving one
 // counted whether the vendor admitted it or not. MaxWindow is the most
 // in flight at once.
-func overshootConcurrent(l Limit, arrivals []Arrival) LimitFigures {
+func overshootConcurrent(l Limit, arrivals []throttletest.Arrival) LimitFigures {
 	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Rate}
 	type edge struct {
 		at    int64
@@ -359,10 +360,11 @@ func overshootConcurrent(l Limit, arrivals []Arrival) LimitFigures {
 	}
 	var edges []edge
 	for _, a := range arrivals {
-		if a.OK {
-			edges = append(edges, edge{a.At, 1}, edge{max(a.Done, a.At), -1})
+		at := a.At.UnixNano()
+		if !a.Throttled {
+			edges = append(edges, edge{at, 1}, edge{max(a.Done.UnixNano(), at), -1})
 		} else {
-			edges = append(edges, edge{a.At, 0})
+			edges = append(edges, edge{at, 0})
 		}
 	}
 	// At one instant, ends go first: a place given back is free again.
@@ -389,23 +391,23 @@ func overshootConcurrent(l Limit, arrivals []Arrival) LimitFigures {
 }
 
 // overshootCosts is overshoot for a GCRA whose requests cost their
-// Arrival.Cost (tokens): a GCRA that charges every arrival, admitted or
+// throttletest.Arrival.Cost (tokens): a GCRA that charges every arrival, admitted or
 // not, and the most tokens by which its tat went beyond the tolerance at
 // any arrival. With costs of 1 it is gcraOvershoot. MaxWindow is the
 // most tokens in any second; Allowed burst + rate.
-func overshootCosts(l Limit, arrivals []Arrival) LimitFigures {
+func overshootCosts(l Limit, arrivals []throttletest.Arrival) LimitFigures {
 	lf := LimitFigures{Name: l.Name, Spec: l.String(), Allowed: l.Burst + l.Rate*int64(time.Second)/int64(l.Period)}
-	as := append([]Arrival(nil), arrivals...)
-	sort.Slice(as, func(i, j int) bool { return as[i].At < as[j].At })
+	as := append([]throttletest.Arrival(nil), arrivals...)
+	sort.Slice(as, func(i, j int) bool { return as[i].At.Before(as[j].At) })
 	t, dvt := l.interval(), l.Burst*l.interval()
 	var tat, sum int64
 	lo := 0
 	for k, a := range as {
-		c := max(a.Cost, 1)
-		tat = max(tat, a.At) + c*t
-		lf.Overshoot = max(lf.Overshoot, (tat-a.At-dvt+t-1)/t)
+		c, at := max(a.Cost, 1), a.At.UnixNano()
+		tat = max(tat, at) + c*t
+		lf.Overshoot = max(lf.Overshoot, (tat-at-dvt+t-1)/t)
 		sum += c
-		for as[k].At-as[lo].At >= int64(time.Second) {
+		for as[k].At.Sub(as[lo].At) >= time.Second {
 			sum -= max(as[lo].Cost, 1)
 			lo++
 		}
@@ -431,8 +433,8 @@ func kindFigures(f *Figures, r *RunResult) {
 		from, to := r.Start, r.End-int64(l.Period)
 		var held int64
 		for _, a := range r.Arrivals {
-			if a.OK {
-				held += max(0, min(a.Done, to)-max(a.At, from))
+			if !a.Throttled {
+				held += max(0, min(a.Done.UnixNano(), to)-max(a.At.UnixNano(), from))
 			}
 		}
 		if to > from {
@@ -441,7 +443,7 @@ func kindFigures(f *Figures, r *RunResult) {
 		f.MaxInFlight = overshootConcurrent(l, r.Arrivals).MaxWindow
 	case "settled":
 		for _, a := range r.Arrivals {
-			if a.OK {
+			if !a.Throttled {
 				f.TokensServed += a.Cost
 			}
 		}
@@ -454,7 +456,7 @@ func kindFigures(f *Figures, r *RunResult) {
 		}
 		var served int64
 		for _, a := range r.Arrivals {
-			if a.OK && a.At < r.Start+periods*int64(l.Period) {
+			if !a.Throttled && a.At.UnixNano() < r.Start+periods*int64(l.Period) {
 				served++
 			}
 		}

@@ -3,12 +3,15 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // TestMain lets the test binary serve as the harness's worker processes,
@@ -190,10 +193,10 @@ func TestOvershootAgreesWithVendor(t *testing.T) {
 			now += next()
 			ts = append(ts, now)
 		}
-		st := newStackState([]Limit{l})
+		st := throttletest.NewLedger(enforcer([]Limit{l}))
 		all := true
 		for _, a := range ts {
-			if ok, _ := st.decide(a, "", 1); !ok {
+			if ok, _ := st.Admit(time.Unix(0, a), "", 1); !ok {
 				all = false
 				break
 			}
@@ -204,65 +207,35 @@ func TestOvershootAgreesWithVendor(t *testing.T) {
 	}
 }
 
-func TestDayWindow(t *testing.T) {
-	t.Parallel()
-	l := Limit{Name: "daily", Kind: KindDay, Rate: 2}
-	st := newStackState([]Limit{l})
-	day := int64(24 * time.Hour)
-	base := 20000 * day
-	for i, c := range []struct {
-		at   int64
-		want bool
-	}{{base + 1, true}, {base + 2, true}, {base + 3, false}, {base + day - 1, false}, {base + day, true}} {
-		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
-			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
-		}
-	}
-	if e := st.earliest(base+5, "", 1); e != base+day {
-		t.Errorf("earliest = %d, want the next day's start %d", e, base+day)
-	}
-}
+// arrival is an admitted arrival at ns since the epoch.
+func arrival(at int64) throttletest.Arrival { return throttletest.Arrival{At: time.Unix(0, at)} }
 
-func TestLeakyBucket(t *testing.T) {
+// TestVendorStack: the scenario's vendor enforces each limit per business
+// or for all, and advertises the counted limit's counters, whatever its
+// place in the stack.
+func TestVendorStack(t *testing.T) {
 	t.Parallel()
-	l := Limit{Name: "bucket", Kind: KindLeaky, Rate: 2, Burst: 3}
-	st := newStackState([]Limit{l})
-	s := int64(time.Second)
-	base := int64(1e18)
+	v := startVendor([]Limit{
+		{Name: "business", Kind: KindGCRA, Rate: 1, Period: time.Hour, Burst: 1, PerBusiness: true},
+		{Name: "daily", Kind: KindDay, Rate: 2, Counters: true},
+	}, nil, 0, 0)
+	defer v.Close()
 	for i, c := range []struct {
-		at   int64
-		want bool
-	}{{base, true}, {base, true}, {base, true}, {base, false}, {base + s/2, true}, {base + s/2, false}, {base + 2*s, true}, {base + 2*s, true}, {base + 2*s, true}} {
-		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
-			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
+		biz       string
+		status    int
+		remaining string
+	}{{"a", 200, "1"}, {"a", 429, "1"}, {"b", 200, "0"}, {"c", 429, "0"}} {
+		req, _ := http.NewRequest(http.MethodGet, v.URL+"/v1/things", nil)
+		req.Header.Set(ScopeHeader, c.biz)
+		resp, err := v.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-// TestWindowVendor: a fixed window admits its count per window of Unix
-// time, all of it back at the reset, and publishes what remains of it and
-// when it resets.
-func TestWindowVendor(t *testing.T) {
-	t.Parallel()
-	l := Limit{Name: "core", Kind: KindWindow, Rate: 2, Period: 2 * time.Second, Counters: true}
-	st := newStackState([]Limit{l})
-	s := int64(time.Second)
-	base := int64(1e18) // a multiple of 2 s: a window starts there
-	for i, c := range []struct {
-		at        int64
-		want      bool
-		remaining int64
-	}{{base, true, 1}, {base + s, true, 0}, {base + s + s/2, false, 0}, {base + 2*s, true, 1}, {base + 3*s, true, 0}} {
-		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
-			t.Errorf("request %d: admitted %v, want %v", i, ok, c.want)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("X-RateLimit-Limit") != "2" || resp.Header.Get("X-RateLimit-Remaining") != c.remaining {
+			t.Errorf("request %d (%s): %d, limit %q, remaining %q; want %d, 2, %s", i, c.biz, resp.StatusCode,
+				resp.Header.Get("X-RateLimit-Limit"), resp.Header.Get("X-RateLimit-Remaining"), c.status, c.remaining)
 		}
-		limit, rem, reset, ok := st.counter(c.at, "")
-		if wantReset := base + (c.at-base)/(2*s)*2*s + 2*s; !ok || limit != 2 || rem != c.remaining || reset != wantReset {
-			t.Errorf("request %d: counter %d, %d left, reset %d, %v; want 2, %d, %d, true", i, limit, rem, reset, ok, c.remaining, wantReset)
-		}
-	}
-	if _, wait := st.decide(base+3*s+s/2, "", 1); wait != s/2 {
-		t.Errorf("refused with wait %v, want the %v to the window's end", time.Duration(wait), time.Duration(s/2))
 	}
 }
 
@@ -274,9 +247,17 @@ func TestOvershootWindow(t *testing.T) {
 	l := Limit{Name: "core", Kind: KindWindow, Rate: 3, Period: time.Second}
 	s := int64(time.Second)
 	base := int64(1e18)
-	arrivals := []Arrival{{At: base, OK: true}, {At: base + 1, OK: true}, {At: base + 2, OK: false}, // window 0: 3 of the fleet
-		{At: base + s, OK: true}, {At: base + s + 1, OK: false}} // window 1: 2 of the fleet
-	other := []Phantom{{At: base + 3}, {At: base + s + 2}, {At: base + s + 3}, {At: base + s + 4}, {At: base + s + 5}}
+	refused := func(at int64) throttletest.Arrival {
+		a := arrival(at)
+		a.Throttled = true
+		return a
+	}
+	arrivals := []throttletest.Arrival{arrival(base), arrival(base + 1), refused(base + 2), // window 0: 3 of the fleet
+		arrival(base + s), refused(base + s + 1)} // window 1: 2 of the fleet
+	var other []throttletest.Other
+	for _, at := range []int64{base + 3, base + s + 2, base + s + 3, base + s + 4, base + s + 5} {
+		other = append(other, throttletest.Other{At: time.Unix(0, at)})
+	}
 	lf := overshootWindow(l, arrivals, other)
 	// Window 0: 3 + 1 - 3 = 1. Window 1: 2 + 4 - 3 = 3, at most the fleet's 2.
 	if lf.Overshoot != 2 || lf.MaxWindow != 6 || lf.Allowed != 3 || lf.Most429 != 1 {
@@ -284,96 +265,64 @@ func TestOvershootWindow(t *testing.T) {
 	}
 }
 
-// TestRollingVendor: at most Rate in any trailing Period, exactly: a
-// request is admitted once the oldest of the last Rate has left the
-// period, not a moment sooner.
-func TestRollingVendor(t *testing.T) {
+// TestOvershootRolling: a rolling limit's overshoot is the most arrivals
+// beyond Rate in any trailing Period.
+func TestOvershootRolling(t *testing.T) {
 	t.Parallel()
 	l := Limit{Name: "api", Kind: KindRolling, Rate: 2, Period: 2 * time.Second}
-	st := newStackState([]Limit{l})
 	s := int64(time.Second)
 	base := int64(1e18) + 123
-	for i, c := range []struct {
-		at   int64
-		want bool
-	}{{base, true}, {base + s, true}, {base + 2*s - 1, false}, {base + 2*s, true}, {base + 3*s - 1, false}, {base + 3*s, true}} {
-		if ok, _ := st.decide(c.at, "", 1); ok != c.want {
-			t.Errorf("request %d at +%v: admitted %v, want %v", i, time.Duration(c.at-base), ok, c.want)
-		}
-	}
-	if _, wait := st.decide(base+3*s+s/2, "", 1); wait != s/2 {
-		t.Errorf("refused with wait %v, want 0.5s (until the one at +2s leaves)", time.Duration(wait))
-	}
-	lf := overshoot(l, []Arrival{{At: base}, {At: base + s}, {At: base + 2*s - 1}, {At: base + 2*s}})
+	lf := overshoot(l, []throttletest.Arrival{arrival(base), arrival(base + s), arrival(base + 2*s - 1), arrival(base + 2*s)})
 	if lf.Overshoot != 1 || lf.MaxWindow != 3 || lf.Allowed != 2 {
 		t.Errorf("overshoot %d, max %d / %d; want 1, 3 / 2", lf.Overshoot, lf.MaxWindow, lf.Allowed)
 	}
 }
 
-// TestConcurrentVendor: the live vendor holds a place from a request's
-// arrival until done; the ideal client's leave Period after arriving;
-// the overshoot counts a refused arrival beyond the cap.
-func TestConcurrentVendor(t *testing.T) {
+// TestOvershootConcurrent: the overshoot counts a refused arrival beyond
+// the cap, and an admitted one is in flight until its response was
+// written.
+func TestOvershootConcurrent(t *testing.T) {
 	t.Parallel()
 	l := Limit{Name: "streams", Kind: KindConcurrent, Rate: 2, Period: 100 * time.Millisecond}
 	ms := int64(time.Millisecond)
-	live := newStackState([]Limit{l})
-	live.live = true
-	if ok, _ := live.decide(0, "", 1); !ok {
-		t.Fatal("first request refused")
+	served := func(at, done int64) throttletest.Arrival {
+		a := arrival(at)
+		a.Done = time.Unix(0, done)
+		return a
 	}
-	live.decide(1, "", 1)
-	if ok, _ := live.decide(500*ms, "", 1); ok {
-		t.Error("third request admitted while two are served (the live vendor's requests never end by themselves)")
-	}
-	live.done(600*ms, "")
-	if ok, _ := live.decide(600*ms, "", 1); !ok {
-		t.Error("request refused after one ended")
-	}
-	ideal := newStackState([]Limit{l})
-	ideal.decide(0, "", 1)
-	ideal.decide(ms, "", 1)
-	if ok, wait := ideal.decide(50*ms, "", 1); ok || wait != 50*ms {
-		t.Errorf("ideal: admitted %v, wait %v; want refused for 50ms", ok, time.Duration(wait))
-	}
-	if ok, _ := ideal.decide(100*ms, "", 1); !ok {
-		t.Error("ideal: refused once the first left")
-	}
-	arrivals := []Arrival{{At: 0, Done: 100 * ms, OK: true}, {At: ms, Done: 101 * ms, OK: true}, {At: 50 * ms, OK: false}, {At: 100 * ms, Done: 200 * ms, OK: true}}
+	arrivals := []throttletest.Arrival{served(0, 100*ms), served(ms, 101*ms), arrival(50 * ms), served(100*ms, 200*ms)}
+	arrivals[2].Throttled = true
 	if lf := overshootConcurrent(l, arrivals); lf.Overshoot != 1 || lf.MaxWindow != 2 {
 		t.Errorf("overshoot %d, most in flight %d; want 1 (the refused arrival), 2", lf.Overshoot, lf.MaxWindow)
 	}
-	arrivals[2].OK, arrivals[2].Done = true, 60*ms
+	arrivals[2] = served(50*ms, 60*ms)
 	if lf := overshootConcurrent(l, arrivals); lf.Overshoot != 1 || lf.MaxWindow != 3 {
 		t.Errorf("overshoot %d, most in flight %d; want 1, 3", lf.Overshoot, lf.MaxWindow)
 	}
 }
 
-// TestCostsVendor: a GCRA of tokens charges each request its actual
-// cost; overshootCosts is gcraOvershoot with costs, and actualCost stays
-// within a fifth of the estimate and all of it.
-func TestCostsVendor(t *testing.T) {
+// TestOvershootCosts: overshootCosts is gcraOvershoot with costs, and
+// actualCost stays within a fifth of the estimate and all of it.
+func TestOvershootCosts(t *testing.T) {
 	t.Parallel()
 	l := Limit{Name: "tokens", Kind: KindGCRA, Rate: 100, Period: time.Second, Burst: 10} // 10 ms a token
-	st := newStackState([]Limit{l})
-	if ok, _ := st.decide(0, "", 10); !ok {
-		t.Fatal("a request of the whole burst refused from idle")
-	}
-	if ok, wait := st.decide(0, "", 5); ok || wait != int64(50*time.Millisecond) {
-		t.Errorf("admitted %v, wait %v; want refused for 50ms", ok, time.Duration(wait))
-	}
 	ms := int64(time.Millisecond)
-	conform := []Arrival{{At: 0, Cost: 10}, {At: 50 * ms, Cost: 5}, {At: 100 * ms, Cost: 5}}
+	costing := func(at, c int64) throttletest.Arrival {
+		a := arrival(at)
+		a.Cost = c
+		return a
+	}
+	conform := []throttletest.Arrival{costing(0, 10), costing(50*ms, 5), costing(100*ms, 5)}
 	if lf := overshootCosts(l, conform); lf.Overshoot != 0 {
 		t.Errorf("conforming arrivals: overshoot %d, want 0", lf.Overshoot)
 	}
-	if lf := overshootCosts(l, append(conform, Arrival{At: 100 * ms, Cost: 3})); lf.Overshoot != 3 {
+	if lf := overshootCosts(l, append(conform, costing(100*ms, 3))); lf.Overshoot != 3 {
 		t.Errorf("3 tokens too many: overshoot %d, want 3", lf.Overshoot)
 	}
 	ones := []int64{0, 5 * ms, 6 * ms, 30 * ms, 31 * ms}
-	var as []Arrival
+	var as []throttletest.Arrival
 	for _, a := range ones {
-		as = append(as, Arrival{At: a, Cost: 1})
+		as = append(as, costing(a, 1))
 	}
 	if got, want := overshootCosts(Limit{Kind: KindGCRA, Rate: 100, Period: time.Second, Burst: 2}, as).Overshoot, gcraOvershoot(ones, 10*ms, 2); got != want {
 		t.Errorf("costs of 1: overshoot %d, gcraOvershoot says %d", got, want)

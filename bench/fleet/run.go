@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // Options configures a harness run.
@@ -38,23 +40,23 @@ type Options struct {
 
 // A RunResult is one scenario run with one algorithm, as measured.
 type RunResult struct {
-	Scenario  Scenario         `json:"scenario"`
-	Limits    []Limit          `json:"limits"` // configured
-	Algo      string           `json:"algo"`
-	Start     int64            `json:"start"` // ns since the epoch
-	End       int64            `json:"end"`
-	Arrivals  []Arrival        `json:"-"`
-	Intents   []Intent         `json:"-"`
-	Phantoms  []Phantom        `json:"-"`
-	Latencies []int64          `json:"-"`
-	Accuracy  []int64          `json:"-"`
-	Outcomes  map[string]int64 `json:"outcomes"`
-	Errors    []string         `json:"errors,omitempty"`
-	ClientCPU time.Duration    `json:"client_cpu"`
-	RedisCPU  time.Duration    `json:"redis_cpu"`
-	CmdsSent  int64            `json:"cmds_sent"`
-	CmdsRan   int64            `json:"cmds_ran"`
-	Events    []string         `json:"events,omitempty"`
+	Scenario  Scenario               `json:"scenario"`
+	Limits    []Limit                `json:"limits"` // configured
+	Algo      string                 `json:"algo"`
+	Start     int64                  `json:"start"` // ns since the epoch
+	End       int64                  `json:"end"`
+	Arrivals  []throttletest.Arrival `json:"-"`
+	Intents   []Intent               `json:"-"`
+	Phantoms  []throttletest.Other   `json:"-"`
+	Latencies []int64                `json:"-"`
+	Accuracy  []int64                `json:"-"`
+	Outcomes  map[string]int64       `json:"outcomes"`
+	Errors    []string               `json:"errors,omitempty"`
+	ClientCPU time.Duration          `json:"client_cpu"`
+	RedisCPU  time.Duration          `json:"redis_cpu"`
+	CmdsSent  int64                  `json:"cmds_sent"`
+	CmdsRan   int64                  `json:"cmds_ran"`
+	Events    []string               `json:"events,omitempty"`
 	// OtherRefused is how many of the phantoms the vendor refused.
 	OtherRefused int64 `json:"other_refused,omitempty"`
 	// DecisionScripts and AfterScripts are throttle's script calls made
@@ -159,14 +161,11 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
 	res.Phantoms = sc.phantoms(res.Start)
-	v, err := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter, sc.Estimate)
-	if err != nil {
-		return nil, err
-	}
+	v := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter, sc.Estimate)
 	vendorClosed := false
 	defer func() {
 		if !vendorClosed {
-			v.close()
+			v.Close()
 		}
 	}()
 	before, err := readStats(ctx, admin)
@@ -190,7 +189,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	for i := range procs {
 		spec := workerSpec{
 			Index: i, Processes: opts.Processes, Goroutines: opts.Goroutines, Algo: algo,
-			Scenario: sc, Limits: res.Limits, RedisAddr: srv.addr, VendorURL: v.url,
+			Scenario: sc, Limits: res.Limits, RedisAddr: srv.addr, VendorURL: v.URL,
 			Prefix: "bench:" + sc.Name + ":", Start: start,
 			ResultPath: filepath.Join(dir, "worker-"+strconv.Itoa(i)+".json"),
 		}
@@ -299,8 +298,9 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		res.CmdsSent, res.CmdsRan = commandsSince(before, after)
 		res.RedisCPU = secs(after.cpuSec - before.cpuSec)
 	}
-	res.Arrivals, res.OtherRefused = v.close()
+	v.Close()
 	vendorClosed = true
+	res.Arrivals, res.OtherRefused = v.Arrivals(), int64(v.OthersRefused())
 
 	for _, p := range procs {
 		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"time"
+
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // Algorithms: throttle and what a team would otherwise build.
@@ -332,21 +334,21 @@ func (s *Scenario) runs(algo string) bool {
 
 // phantoms returns the scenario's unseen traffic for a run starting at
 // start (ns since the epoch).
-func (s *Scenario) phantoms(start int64) []Phantom {
+func (s *Scenario) phantoms(start int64) []throttletest.Other {
 	if s.PhantomRate <= 0 && s.PhantomBurst <= 0 {
 		return nil
 	}
-	var out []Phantom
+	var out []throttletest.Other
 	for b := 0; b < s.Businesses; b++ {
 		biz := businessName(b)
 		from := start + int64(s.PhantomFrom)
 		for i := 0; i < s.PhantomBurst; i++ {
-			out = append(out, Phantom{At: from, Business: biz})
+			out = append(out, throttletest.Other{At: time.Unix(0, from), Scope: biz})
 		}
 		if s.PhantomRate > 0 {
 			step := int64(float64(time.Second) / s.PhantomRate)
 			for t := from + step; t < start+int64(s.PhantomTo); t += step {
-				out = append(out, Phantom{At: t, Business: biz})
+				out = append(out, throttletest.Other{At: time.Unix(0, t), Scope: biz})
 			}
 		}
 	}

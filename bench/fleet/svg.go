@@ -67,11 +67,11 @@ func RateSVG(runs []*RunResult) string {
 	for i, r := range runs {
 		ok, bad := make([]float64, nb), make([]float64, nb)
 		for _, a := range r.Arrivals {
-			k := int((a.At - r.Start) / int64(bin))
+			k := int((a.At.UnixNano() - r.Start) / int64(bin))
 			if k < 0 || k >= nb {
 				continue
 			}
-			if a.OK {
+			if !a.Throttled {
 				ok[k]++
 			} else {
 				bad[k]++

@@ -1,17 +1,13 @@
 package fleet
 
 import (
-	"context"
-	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"slices"
-	"sort"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/fleetquota/throttle/throttletest"
 )
 
 // Kinds of vendor limit.
@@ -101,310 +97,36 @@ func durName(d time.Duration) string {
 	return d.String()
 }
 
-// limitState is the vendor's state of one limit for one scope. The vendor
-// keeps its own arithmetic (independent of package quota) so that the
-// harness judges throttle by a second implementation.
-type limitState struct {
-	tat   int64           // gcra: theoretical arrival time, ns
-	days  map[int64]int64 // day, window: admitted per window index
-	level float64
-	last  int64 // leaky: when level was computed, ns
-	// ends holds, for a concurrent limit, when each admitted request
-	// leaves (math.MaxInt64 while the live vendor still serves it); for
-	// a rolling limit, the admitted arrivals still in the trailing period.
-	ends []int64
-}
-
-// admitAt reports whether the limit admits one request of cost c at now
-// (ns since the epoch) and, if not, how long until it would. Only a GCRA
-// counts the cost (a model API's tokens); the other kinds count requests.
-func (l *Limit) admitAt(s *limitState, now, c int64) (bool, int64) {
-	switch l.Kind {
-	case KindGCRA:
-		t := l.interval()
-		tat := max(s.tat, now)
-		earliest := tat + c*t - l.Burst*t
-		if now >= earliest {
-			return true, 0
-		}
-		return false, earliest - now
-	case KindDay:
-		day := floorDiv(now, int64(24*time.Hour))
-		if s.days[day] < l.Rate {
-			return true, 0
-		}
-		return false, (day+1)*int64(24*time.Hour) - now
-	case KindWindow:
-		w := floorDiv(now, int64(l.Period))
-		if s.days[w] < l.Rate {
-			return true, 0
-		}
-		return false, (w+1)*int64(l.Period) - now
-	case KindLeaky:
-		level := s.levelAt(l, now)
-		if level+1 <= float64(l.Burst)+1e-9 {
-			return true, 0
-		}
-		return false, int64(math.Ceil((level + 1 - float64(l.Burst)) / float64(l.Rate) * 1e9))
-	case KindConcurrent:
-		s.prune(now)
-		if int64(len(s.ends)) < l.Rate {
-			return true, 0
-		}
-		return false, max(slices.Min(s.ends)-now, 1)
-	case KindRolling:
-		s.prune(now - int64(l.Period))
-		if int64(len(s.ends)) < l.Rate {
-			return true, 0
-		}
-		return false, s.ends[int64(len(s.ends))-l.Rate] + int64(l.Period) - now
-	}
-	return true, 0
-}
-
-// prune drops the ends (or, rolling, the arrivals) at or before t.
-func (s *limitState) prune(t int64) {
-	s.ends = slices.DeleteFunc(s.ends, func(e int64) bool { return e <= t })
-}
-
-// charge counts one admitted request of cost c at now; a concurrent
-// limit holds it until end.
-func (l *Limit) charge(s *limitState, now, c, end int64) {
-	switch l.Kind {
-	case KindConcurrent:
-		s.ends = append(s.ends, end)
-	case KindRolling:
-		s.ends = append(s.ends, now) // arrivals come in order: the log stays sorted
-	case KindGCRA:
-		s.tat = max(s.tat, now) + c*l.interval()
-	case KindDay:
-		if s.days == nil {
-			s.days = map[int64]int64{}
-		}
-		s.days[floorDiv(now, int64(24*time.Hour))]++
-	case KindWindow:
-		if s.days == nil {
-			s.days = map[int64]int64{}
-		}
-		s.days[floorDiv(now, int64(l.Period))]++
-	case KindLeaky:
-		s.level = s.levelAt(l, now) + 1
-		s.last = max(s.last, now)
-	}
-}
-
-func (s *limitState) levelAt(l *Limit, now int64) float64 {
-	if s.last == 0 || now <= s.last {
-		return s.level
-	}
-	return max(0, s.level-float64(now-s.last)*float64(l.Rate)/1e9)
-}
-
-// earliest is the first time >= t at which the limit admits one request
-// of cost c (for the ideal client: the reference a utilization is
-// measured against).
-func (l *Limit) earliest(s *limitState, t, c int64) int64 {
-	switch l.Kind {
-	case KindDay, KindWindow:
-		if ok, wait := l.admitAt(s, t, c); !ok {
-			return t + wait // the next window: empty
-		}
-		return t
-	default:
-		_, wait := l.admitAt(s, t, c)
-		return t + wait
-	}
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
-}
-
-// stackState is a vendor's enforcement of a stack of limits: a request is
-// admitted when every limit admits it, and then charged to all of them.
-type stackState struct {
-	limits []Limit
-	states []map[string]*limitState
-	// live: the vendor serving requests, which ends a concurrent limit's
-	// requests itself (done) when their responses are written; otherwise
-	// (the ideal client) each leaves Period after its arrival.
-	live bool
-}
-
-func newStackState(limits []Limit) *stackState {
-	s := &stackState{limits: limits, states: make([]map[string]*limitState, len(limits))}
-	for i := range s.states {
-		s.states[i] = map[string]*limitState{}
-	}
-	return s
-}
-
-func (s *stackState) state(i int, biz string) *limitState {
-	if !s.limits[i].PerBusiness {
-		biz = ""
-	}
-	st := s.states[i][biz]
-	if st == nil {
-		st = &limitState{}
-		s.states[i][biz] = st
-	}
-	return st
-}
-
-// decide admits and charges one request of cost c at now, or says how
-// long until it would fit.
-func (s *stackState) decide(now int64, biz string, c int64) (bool, int64) {
-	ok, wait := true, int64(0)
-	for i := range s.limits {
-		if a, w := s.limits[i].admitAt(s.state(i, biz), now, c); !a {
-			ok, wait = false, max(wait, w)
-		}
-	}
-	if ok {
-		for i := range s.limits {
-			end := now + int64(s.limits[i].Period)
-			if s.live {
-				end = math.MaxInt64
-			}
-			s.limits[i].charge(s.state(i, biz), now, c, end)
-		}
-	}
-	return ok, wait
-}
-
-// done ends, at now, one request the live vendor admitted and has served:
-// its place in every concurrent limit.
-func (s *stackState) done(now int64, biz string) {
-	for i, l := range s.limits {
-		if l.Kind != KindConcurrent {
-			continue
-		}
-		st := s.state(i, biz)
-		if j := slices.Index(st.ends, math.MaxInt64); j >= 0 {
-			st.ends[j] = now
-		}
-	}
-}
-
-// hold is how long the vendor takes to serve a request: the longest
-// Period of its concurrent limits (zero: at once).
-func (s *stackState) hold() time.Duration {
-	var d time.Duration
-	for _, l := range s.limits {
-		if l.Kind == KindConcurrent {
-			d = max(d, l.Period)
-		}
-	}
-	return d
-}
-
-// counter is what the vendor publishes of its counted limit (the one with
-// Counters) for biz at now: the limit, what remains of it and when it is
-// full again (ns since the epoch). ok is false when no limit is counted,
-// or the counted one is not a window (a GCRA has no reset to publish).
-func (s *stackState) counter(now int64, biz string) (limit, remaining, reset int64, ok bool) {
-	for i, l := range s.limits {
-		if !l.Counters {
-			continue
-		}
-		length := int64(l.Period)
+// enforcer is the vendor's enforcement of a stack of limits, the one
+// with Counters first: a vendor advertises its first limit's counters.
+func enforcer(limits []Limit) throttletest.Enforcer {
+	es := make([]throttletest.Enforcer, 0, len(limits))
+	for _, l := range limits {
+		var e throttletest.Enforcer
 		switch l.Kind {
+		case KindGCRA:
+			e = throttletest.GCRA(int(l.Rate), l.Period, int(l.Burst))
 		case KindDay:
-			length = int64(24 * time.Hour)
+			e = throttletest.Window(int(l.Rate), 24*time.Hour)
 		case KindWindow:
-		default:
-			return 0, 0, 0, false
+			e = throttletest.Window(int(l.Rate), l.Period)
+		case KindLeaky:
+			e = throttletest.LeakyBucket(int(l.Burst), float64(l.Rate))
+		case KindConcurrent:
+			e = throttletest.Concurrent(int(l.Rate), l.Period)
+		case KindRolling:
+			e = throttletest.Rolling(int(l.Rate), l.Period)
 		}
-		w := floorDiv(now, length)
-		return l.Rate, max(0, l.Rate-s.state(i, biz).days[w]), (w + 1) * length, true
-	}
-	return 0, 0, 0, false
-}
-
-// earliest is the first time >= t at which every limit admits one request
-// of cost c.
-func (s *stackState) earliest(t int64, biz string, c int64) int64 {
-	for round := 0; round < 16; round++ {
-		moved := false
-		for i := range s.limits {
-			if e := s.limits[i].earliest(s.state(i, biz), t, c); e > t {
-				t, moved = e, true
-			}
+		if !l.PerBusiness {
+			e = e.Shared()
 		}
-		if !moved {
-			return t
+		if l.Counters {
+			es = append([]throttletest.Enforcer{e}, es...)
+		} else {
+			es = append(es, e)
 		}
 	}
-	return t
-}
-
-// An Arrival is one request of the fleet as the vendor saw it.
-type Arrival struct {
-	At       int64  `json:"t"` // ns since the Unix epoch, the vendor's clock
-	Business string `json:"b,omitempty"`
-	OK       bool   `json:"ok"`
-	// Lag is how long after its earliest slot (SlotHeader) it arrived.
-	Lag int64 `json:"lag,omitempty"`
-	// Done is when the vendor had written its response (ns since the
-	// epoch): an admitted request is in flight from At to Done.
-	Done int64 `json:"d,omitempty"`
-	// Cost is what the vendor charged it (the actual cost of a settled
-	// scenario, otherwise 1).
-	Cost int64 `json:"c,omitempty"`
-}
-
-// A Phantom is traffic the fleet does not see: another tool using the same
-// credentials. It is charged to the vendor's limits where it fits.
-type Phantom struct {
-	At       int64 // ns since the epoch
-	Business string
-}
-
-// vendor is a fake vendor API: an HTTP server on loopback that records
-// the arrival time of every request and enforces its stack of limits,
-// answering a refused request 429 with Retry-After in whole seconds.
-type vendor struct {
-	srv *http.Server
-	url string
-
-	mu       sync.Mutex
-	stack    *stackState
-	phantoms []Phantom // sorted; consumed as time passes
-	arrivals []Arrival
-	// otherRefused counts the phantoms the vendor refused.
-	otherRefused int64
-	// retryAfter, when set, is the Retry-After of every 429 instead of
-	// the time until the request would fit.
-	retryAfter time.Duration
-	// estimate, when set, makes the vendor a model API: each request
-	// costs actualCost(estimate, its intent) tokens, charged at its
-	// arrival, and the response says so in its usage.
-	estimate int64
-	wg       sync.WaitGroup
-}
-
-func startVendor(limits []Limit, phantoms []Phantom, retryAfter time.Duration, estimate int64) (*vendor, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	ph := append([]Phantom(nil), phantoms...)
-	sort.Slice(ph, func(i, j int) bool { return ph[i].At < ph[j].At })
-	v := &vendor{stack: newStackState(limits), phantoms: ph, retryAfter: retryAfter, estimate: estimate, url: "http://" + l.Addr().String()}
-	v.stack.live = true
-	v.srv = &http.Server{Handler: http.HandlerFunc(v.serve), ReadHeaderTimeout: 5 * time.Second}
-	v.wg.Add(1)
-	go func() {
-		defer v.wg.Done()
-		if err := v.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the run's results show the missing arrivals
-		}
-	}()
-	return v, nil
+	return throttletest.All(es...)
 }
 
 // IntentHeader carries a request's intent time (ns since the epoch):
@@ -422,94 +144,49 @@ func actualCost(estimate, intent int64) int64 {
 	return lo + int64((x>>33)%uint64(estimate-lo+1))
 }
 
-// warmUpPath is answered 204 without being counted or recorded.
+// warmUpPath is answered without being counted or recorded.
 const warmUpPath = "/warmup"
 
-func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
-	now := time.Now().UnixNano()
-	if r.URL.Path == warmUpPath {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusNoContent)
-		return
+// startVendor starts the scenario's fake vendor (a throttletest.Vendor):
+// it enforces the stack of limits, per business where a limit says so,
+// answers a refused request 429 with Retry-After in whole seconds (or
+// retryAfter, when set), records every arrival with its earliest slot
+// (SlotHeader), and charges the other client's requests (phantoms) as
+// their times pass. With estimate set it is a model API: each request
+// costs actualCost(estimate, its intent) tokens, charged at its arrival,
+// and the response says so in its usage.
+func startVendor(limits []Limit, phantoms []throttletest.Other, retryAfter time.Duration, estimate int64) *throttletest.Vendor {
+	opts := throttletest.Options{
+		Enforcer:    enforcer(limits),
+		ScopeHeader: ScopeHeader,
+		TagHeader:   SlotHeader,
+		RetryAfter:  retryAfter,
+		Others:      phantoms,
+		MaxArrivals: math.MaxInt32,
+		Exempt:      func(r *http.Request) bool { return r.URL.Path == warmUpPath },
 	}
-	biz := r.Header.Get(ScopeHeader)
-	cost := int64(1)
-	if v.estimate > 0 {
-		intent, _ := strconv.ParseInt(r.Header.Get(IntentHeader), 10, 64)
-		cost = actualCost(v.estimate, intent)
+	for _, l := range limits {
+		opts.Counters = opts.Counters || l.Counters
 	}
-	v.mu.Lock()
-	v.phantomsUntil(now)
-	ok, wait := v.stack.decide(now, biz, cost)
-	a := Arrival{At: now, Business: biz, OK: ok, Cost: cost, Done: now}
-	if slot, err := strconv.ParseInt(r.Header.Get(SlotHeader), 10, 64); err == nil && slot > 0 {
-		a.Lag = now - slot
-	}
-	i := len(v.arrivals)
-	v.arrivals = append(v.arrivals, a)
-	limit, remaining, reset, counted := v.stack.counter(now, biz)
-	hold := v.stack.hold()
-	v.mu.Unlock()
-	_, _ = io.Copy(io.Discard, r.Body)
-	if ok && hold > 0 { // serving it takes a while; then it leaves
-		time.Sleep(hold)
-		defer func() {
-			now := time.Now().UnixNano()
-			v.mu.Lock()
-			v.stack.done(now, biz)
-			v.arrivals[i].Done = now
-			v.mu.Unlock()
-		}()
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if counted { // GitHub's form: the reset in Unix seconds (here with milliseconds)
-		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(limit, 10))
-		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-		w.Header().Set("X-RateLimit-Reset", strconv.FormatFloat(float64(reset/int64(time.Millisecond))/1e3, 'f', 3, 64))
-	}
-	if ok && v.estimate > 0 {
-		_, _ = io.WriteString(w, `{"id":"cmpl","usage":{"total_tokens":`+strconv.FormatInt(cost, 10)+`}}`)
-		return
-	}
-	if ok {
-		_, _ = io.WriteString(w, `{"ok":true}`)
-		return
-	}
-	if v.retryAfter > 0 {
-		wait = int64(v.retryAfter)
-	}
-	if wait > math.MaxInt64/2 { // every place is served by a request whose end is not known yet
-		wait = int64(time.Second)
-	}
-	secs := (wait + int64(time.Second) - 1) / int64(time.Second)
-	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = io.WriteString(w, `{"error":"rate_limited"}`)
-}
-
-// phantomsUntil decides the phantoms due at now, in their order: they go
-// before any request that arrives after them. v.mu is held.
-func (v *vendor) phantomsUntil(now int64) {
-	for len(v.phantoms) > 0 && v.phantoms[0].At <= now {
-		p := v.phantoms[0]
-		v.phantoms = v.phantoms[1:]
-		if ok, _ := v.stack.decide(p.At, p.Business, 1); !ok {
-			v.otherRefused++
+	if estimate > 0 {
+		cost := func(r *http.Request) int64 {
+			intent, _ := strconv.ParseInt(r.Header.Get(IntentHeader), 10, 64)
+			return actualCost(estimate, intent)
 		}
+		opts.Cost = cost
+		opts.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"cmpl","usage":{"total_tokens":`+strconv.FormatInt(cost(r), 10)+`}}`)
+		})
 	}
+	return throttletest.NewVendor(opts)
 }
 
-// close stops the server and returns what it recorded: the fleet's
-// arrivals and how many of the phantoms it refused.
-func (v *vendor) close() ([]Arrival, int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := v.srv.Shutdown(ctx); err != nil {
-		_ = v.srv.Close()
+// lag is how long after its earliest slot (SlotHeader, the arrival's
+// Tag) the vendor saw a request; 0 without one.
+func lag(a *throttletest.Arrival) int64 {
+	if slot, err := strconv.ParseInt(a.Tag, 10, 64); err == nil && slot > 0 {
+		return a.At.UnixNano() - slot
 	}
-	v.wg.Wait()
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.phantomsUntil(math.MaxInt64) // those after the fleet's last request
-	return append([]Arrival(nil), v.arrivals...), v.otherRefused
+	return 0
 }
