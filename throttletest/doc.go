@@ -13,7 +13,7 @@
 // # A vendor
 //
 //	v := throttletest.NewVendor(throttletest.Options{
-//		Enforcer: throttletest.GCRA(20, time.Second, 5), // or Window, LeakyBucket; zero: no limit
+//		Enforcer: throttletest.GCRA(20, time.Second, 5), // or another kind, or All(...); zero: no limit
 //		Signal:   throttletest.RetryAfterSeconds,        // how a throttled request is answered
 //	})
 //	defer v.Close()
@@ -22,7 +22,8 @@
 //	v.Host()              // "127.0.0.1:port", for a provider's hosts
 //	v.Client()            // a plain client, to reach the vendor around the throttle
 //	v.ThrottleNext(n)     // answer the next n requests throttled, whatever the limit says
-//	v.Arrivals()          // every request: when, admitted or throttled, scope, method, path, body
+//	v.Arrivals()          // every request: when it came and was answered, admitted or
+//	                      // throttled, scope, method, path, body, cost, tag
 //	v.Counts()            // (served, throttled) since it started
 //	v.MaxIn(time.Second)  // most admitted requests in any window [t, t+1s)
 //	v.MaxInScope("acme", time.Second) // the same, for one scope
@@ -31,7 +32,10 @@
 // Options also set the delay every throttled response advertises
 // (RetryAfter), its body (ThrottleBody), the handler of admitted requests
 // (Handler), a per-header scope (ScopeHeader), counter headers on every
-// response (Counters), the clock, and the recording bounds.
+// response (Counters), what a request costs (Cost), a header each arrival
+// keeps (TagHeader), requests left alone (Exempt), another client's
+// traffic on the same account (Others, OthersRefused), a cap on requests
+// in flight (MaxInFlight), the clock, and the recording bounds.
 //
 // To send a provider's requests to the vendor, name v.Host() in the
 // provider's hosts (a providers.yaml read in the test, or expanded from a
@@ -44,14 +48,32 @@
 //   - Window(n, length): n per fixed window; windows start at multiples of
 //     length since the Unix epoch (a minute window starts on the minute),
 //     as vendors' calendar windows do.
+//     Window(n, 24*time.Hour) is a quota per UTC calendar day.
 //   - LeakyBucket(size, leakPerSecond): a bucket of size that leaks
 //     continuously (Shopify REST: LeakyBucket(40, 2)). A request fits while
 //     the level plus one is at most size.
+//   - Concurrent(n, serve): n requests in flight at once, each served in
+//     serve: in flight from its arrival until its response is written.
+//   - Rolling(n, length): n in any trailing length, exactly (a sliding log
+//     of the admitted arrivals; Salesforce's rolling 24 hours).
+//   - All(e1, e2, ...): a stack; a request must fit every one and is
+//     charged to every one. The advertised counters are e1's.
 //
 // With Options.ScopeHeader set, every value of that request header has an
-// enforcer state of its own, as a vendor that limits per account does.
-// The enforcers do their own arithmetic, independent of package quota's,
-// so that a test judges the throttle by a second implementation.
+// enforcer state of its own, as a vendor that limits per account does;
+// e.Shared() is a limit with one state for every scope (an account-wide
+// daily quota beside per-shop buckets). With Options.Cost, the GCRA and
+// Window limits marked e.Costs() charge each request its cost (a model
+// API's tokens per minute); the others count requests. The enforcers do their own arithmetic,
+// independent of package quota's, so that a test judges the throttle by
+// a second implementation.
+//
+// # Ledgers
+//
+// A Ledger is an enforcer's state without a server: Admit, Earliest and
+// Charge at times the caller gives, in any order. A load harness uses one
+// to ask what the vendor would have served of an offered load (a perfect
+// client's share); a Vendor keeps one of its own.
 //
 // # Signals
 //

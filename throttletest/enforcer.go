@@ -28,13 +28,13 @@ type Enforcer struct {
 	burst  int64         // gcra
 	leak   float64       // leaky: per second
 	shared bool          // one state for every scope
+	costs  bool          // charges a request's cost, not one
 	all    []Enforcer    // a stack (All): its members, none a stack
 }
 
 // GCRA returns the generic cell rate algorithm at rate per period with
 // burst: from idle, burst requests at once, then one every period/rate.
-// A request of cost c (Options.Cost) counts as c requests. It panics
-// unless rate, period and burst are positive.
+// It panics unless rate, period and burst are positive.
 func GCRA(rate int, period time.Duration, burst int) Enforcer {
 	if rate <= 0 || period <= 0 || burst <= 0 || period/time.Duration(rate) <= 0 {
 		panic("throttletest: GCRA needs a positive rate, period and burst, and period/rate of at least 1ns")
@@ -45,8 +45,8 @@ func GCRA(rate int, period time.Duration, burst int) Enforcer {
 // Window returns a fixed window of n requests per length. Windows start
 // at multiples of length since the Unix epoch, so a minute window starts
 // on the minute, like a vendor's calendar window: Window(n, 24*time.Hour)
-// is a quota per UTC calendar day. A request of cost c (Options.Cost)
-// counts as c requests. It panics unless n and length are positive.
+// is a quota per UTC calendar day. It panics unless n and length are
+// positive.
 func Window(n int, length time.Duration) Enforcer {
 	if n <= 0 || length <= 0 {
 		panic("throttletest: Window needs a positive n and length")
@@ -129,6 +129,23 @@ func (e Enforcer) Shared() Enforcer {
 	return e
 }
 
+// Costs returns e charging each request its cost (Options.Cost, or the
+// cost given to a Ledger) rather than one: a model API's tokens per
+// minute, beside its requests per minute. Only a GCRA or a Window
+// charges costs; the other kinds count requests whatever. On a stack,
+// every member charges costs.
+func (e Enforcer) Costs() Enforcer {
+	if e.all != nil {
+		all := make([]Enforcer, len(e.all))
+		for i, m := range e.all {
+			all[i] = m.Costs()
+		}
+		return Enforcer{all: all}
+	}
+	e.costs = e.kind == gcra || e.kind == window
+	return e
+}
+
 // members returns the enforcers e stands for: its stack's, itself, or none.
 func (e Enforcer) members() []Enforcer {
 	switch {
@@ -180,6 +197,7 @@ type counters struct {
 // nothing, and if not, how long until it would. It drops state that now
 // has made stale.
 func (e *Enforcer) admit(s *state, now, c int64) (bool, time.Duration) {
+	c = e.cost(c)
 	var wait int64
 	switch e.kind {
 	case gcra:
@@ -252,6 +270,7 @@ func (e *Enforcer) counters(s *state, now int64) counters {
 // charge counts a request of cost c at now, whatever e would say of it. A
 // concurrent limit holds its place until end.
 func (e *Enforcer) charge(s *state, now, c, end int64) {
+	c = e.cost(c)
 	switch e.kind {
 	case gcra:
 		s.tat = max(s.tat, now) + c*(int64(e.period)/e.n)
@@ -269,6 +288,14 @@ func (e *Enforcer) charge(s *state, now, c, end int64) {
 		i, _ := slices.BinarySearch(s.log, now)
 		s.log = slices.Insert(s.log, i, now)
 	}
+}
+
+// cost is what e charges a request of cost c.
+func (e *Enforcer) cost(c int64) int64 {
+	if e.costs {
+		return c
+	}
+	return 1
 }
 
 // leveled returns the bucket's level at now: what it held at s.last, less

@@ -93,3 +93,27 @@ providers:
 	fmt.Printf("the vendor served %d and throttled %d\n", served, throttled)
 	// Output: the vendor served 15 and throttled 0
 }
+
+// A Ledger asks a vendor's limits without a server: here a model API's
+// 1,000 tokens a minute per account, under an account-wide 3 requests a
+// minute, at times the caller gives.
+func ExampleLedger() {
+	l := throttletest.NewLedger(throttletest.All(
+		throttletest.Window(1000, time.Minute).Costs(),
+		throttletest.Window(3, time.Minute).Shared(),
+	))
+	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	fmt.Println(l.Admit(t0, "acme", 800))
+	fmt.Println(l.Admit(t0, "acme", 300))
+	fmt.Println(l.Admit(t0.Add(10*time.Second), "globex", 900))
+	fmt.Println(l.Admit(t0.Add(20*time.Second), "initech", 1))
+	fmt.Println(l.Admit(t0.Add(30*time.Second), "umbrella", 1))
+	fmt.Println(l.Earliest(t0.Add(30*time.Second), "acme", 300).Format(time.TimeOnly))
+	// Output:
+	// true 0s
+	// false 1m0s
+	// true 0s
+	// true 0s
+	// false 30s
+	// 12:01:00
+}

@@ -110,12 +110,13 @@ type Options struct {
 	// even on a throttled response) and -Resource "core" to every
 	// response of a vendor with an enforcer, whatever the Signal, as
 	// vendors that publish their counters do. GitHub403 sends them
-	// anyway.
+	// anyway. They are the first limit's of a stack (All), as they stand:
+	// a request another limit refused leaves its remaining as it was.
 	Counters bool
 	// Cost, when set, is what a request costs (values below 1 count as 1;
 	// nil means 1): the tokens a model API's response says it used, which
-	// its GCRA and Window limits charge at the request's arrival. The
-	// Handler writes the usage the client settles with.
+	// its limits marked with Enforcer.Costs charge at the request's
+	// arrival. The Handler writes the usage the client settles with.
 	Cost func(*http.Request) int64
 	// TagHeader, when set, names a request header whose value each
 	// Arrival keeps (Arrival.Tag), to match what the vendor saw with what

@@ -98,14 +98,15 @@ func durName(d time.Duration) string {
 }
 
 // enforcer is the vendor's enforcement of a stack of limits, the one
-// with Counters first: a vendor advertises its first limit's counters.
+// with Counters first (a vendor advertises its first limit's counters).
+// Only a GCRA charges a request's cost; the other kinds count requests.
 func enforcer(limits []Limit) throttletest.Enforcer {
 	es := make([]throttletest.Enforcer, 0, len(limits))
 	for _, l := range limits {
 		var e throttletest.Enforcer
 		switch l.Kind {
 		case KindGCRA:
-			e = throttletest.GCRA(int(l.Rate), l.Period, int(l.Burst))
+			e = throttletest.GCRA(int(l.Rate), l.Period, int(l.Burst)).Costs() // a model API's tokens
 		case KindDay:
 			e = throttletest.Window(int(l.Rate), 24*time.Hour)
 		case KindWindow:
