@@ -118,15 +118,7 @@ func All(es ...Enforcer) Enforcer {
 // All(GCRA(10, time.Second, 10), Window(2000, 24*time.Hour).Shared()).
 // On a stack, every member is shared.
 func (e Enforcer) Shared() Enforcer {
-	if e.all != nil {
-		all := make([]Enforcer, len(e.all))
-		for i, m := range e.all {
-			all[i] = m.Shared()
-		}
-		return Enforcer{all: all}
-	}
-	e.shared = true
-	return e
+	return e.each(func(m *Enforcer) { m.shared = true })
 }
 
 // Costs returns e charging each request its cost (Options.Cost, or the
@@ -135,15 +127,20 @@ func (e Enforcer) Shared() Enforcer {
 // charges costs; the other kinds count requests whatever. On a stack,
 // every member charges costs.
 func (e Enforcer) Costs() Enforcer {
-	if e.all != nil {
-		all := make([]Enforcer, len(e.all))
-		for i, m := range e.all {
-			all[i] = m.Costs()
-		}
-		return Enforcer{all: all}
+	return e.each(func(m *Enforcer) { m.costs = m.kind == gcra || m.kind == window })
+}
+
+// each returns e with f applied to it, or to every member of a stack.
+func (e Enforcer) each(f func(*Enforcer)) Enforcer {
+	if e.all == nil {
+		f(&e)
+		return e
 	}
-	e.costs = e.kind == gcra || e.kind == window
-	return e
+	all := slices.Clone(e.all)
+	for i := range all {
+		f(&all[i])
+	}
+	return Enforcer{all: all}
 }
 
 // members returns the enforcers e stands for: its stack's, itself, or none.

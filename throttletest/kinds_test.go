@@ -143,14 +143,7 @@ func TestCost(t *testing.T) {
 		status  int
 	}{{0, "10", 200}, {0, "5", hit}, {49 * time.Millisecond, "5", hit}, {time.Millisecond, "5", 200}, {0, "", hit}, {10 * time.Millisecond, "0", 200}} {
 		clock.Advance(c.advance)
-		req, _ := http.NewRequest(http.MethodPost, v.URL, nil)
-		req.Header.Set("X-Tokens", c.tokens)
-		resp, err := v.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.status {
+		if resp := send(t, v, "/", "X-Tokens", c.tokens); resp.StatusCode != c.status {
 			t.Errorf("request %d (%s tokens): %d, want %d", i, c.tokens, resp.StatusCode, c.status)
 		}
 	}
@@ -192,13 +185,7 @@ func TestStackSharedAndCounters(t *testing.T) {
 		status    int
 		remaining string
 	}{{"a", 200, "2"}, {"a", hit, "2"}, {"b", 200, "1"}, {"c", 200, "0"}, {"d", hit, "0"}} {
-		req, _ := http.NewRequest(http.MethodGet, v.URL, nil)
-		req.Header.Set("X-Shop", c.shop)
-		resp, err := v.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := send(t, v, "/", "X-Shop", c.shop)
 		if resp.StatusCode != c.status || resp.Header.Get("X-RateLimit-Limit") != "3" || resp.Header.Get("X-RateLimit-Remaining") != c.remaining {
 			t.Errorf("request %d (%s): %d, limit %q, remaining %q; want %d, 3, %s", i, c.shop, resp.StatusCode,
 				resp.Header.Get("X-RateLimit-Limit"), resp.Header.Get("X-RateLimit-Remaining"), c.status, c.remaining)
@@ -262,14 +249,7 @@ func TestTagAndExempt(t *testing.T) {
 		path, id string
 		status   int
 	}{{"/health", "", 200}, {"/health", "", 200}, {"/v1", "r1", 200}, {"/health", "", 200}} {
-		req, _ := http.NewRequest(http.MethodGet, v.URL+c.path, nil)
-		req.Header.Set("X-Request-Id", c.id)
-		resp, err := v.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.status {
+		if resp := send(t, v, c.path, "X-Request-Id", c.id); resp.StatusCode != c.status {
 			t.Errorf("request %d (%s): %d, want %d", i, c.path, resp.StatusCode, c.status)
 		}
 	}
@@ -277,4 +257,22 @@ func TestTagAndExempt(t *testing.T) {
 	if served, throttled := v.Counts(); len(as) != 1 || as[0].Tag != "r1" || served != 1 || throttled != 0 {
 		t.Errorf("arrivals %+v, counts %d, %d; want the one /v1 request tagged r1", as, served, throttled)
 	}
+}
+
+// send sends v a GET of path with one header, and returns the response
+// with its body read and closed.
+func send(t *testing.T, v *Vendor, path, header, value string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, v.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(header, value)
+	resp, err := v.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
