@@ -211,7 +211,7 @@ func arrival(at int64) throttletest.Arrival { return throttletest.Arrival{At: ti
 
 // TestVendorStack: the scenario's vendor enforces each limit per business
 // or for all, and advertises the counted limit's counters, whatever its
-// place in the stack.
+// place in the stack, under the counter name throttle's sync maps.
 func TestVendorStack(t *testing.T) {
 	t.Parallel()
 	limits := []Limit{
@@ -238,6 +238,11 @@ func TestVendorStack(t *testing.T) {
 	resp.Body.Close()
 	if lim, rem := resp.Header.Get("X-RateLimit-Limit"), resp.Header.Get("X-RateLimit-Remaining"); lim != "2" || rem != "1" {
 		t.Errorf("counters: limit %q, remaining %q; want the daily quota's 2, 1", lim, rem)
+	}
+	// throttle syncs to the counter the vendor names.
+	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true)
+	if name := resp.Header.Get("X-RateLimit-Resource"); !strings.Contains(cfg, "counters: {"+name+": daily}") {
+		t.Errorf("the vendor names its counter %q; throttle's configuration maps another:\n%s", name, cfg)
 	}
 }
 

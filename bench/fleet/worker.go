@@ -261,8 +261,8 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 		}
 	}
 	for _, l := range limits {
-		if sync && l.Counters { // the vendor writes one counter, unnamed: "default"
-			fmt.Fprintf(&b, "    sync: {format: x-ratelimit, counters: {default: %s}}\n", l.Name)
+		if sync && l.Counters { // the vendor names its one counter as GitHub does: "core"
+			fmt.Fprintf(&b, "    sync: {format: x-ratelimit, counters: {core: %s}}\n", l.Name)
 		}
 	}
 	return b.String()
