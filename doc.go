@@ -39,7 +39,8 @@
 // model call's tokens), [WithMaxWait] (a shorter wait than the provider's
 // max_wait) and [WithSettle] (a [Settler] that reads the real cost from
 // the response, such as [OpenAIUsage], [AnthropicUsage] or
-// [ShopifyQueryCost], so that an estimate reserved up front is corrected).
+// [ShopifyQueryCost], so that an estimate reserved up front is corrected; a
+// provider's settle field configures the same settlers without code).
 //
 // # Errors
 //
