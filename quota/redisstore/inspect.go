@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,46 +15,6 @@ import (
 // This file is for operators' tools (cmd/throttle): reading the state of
 // limits and pauses without changing it, finding the keys that exist, and
 // the manual levers Reset and Resume.
-
-// inspectLua reads, in one atomic step on the shard that holds the keys,
-// the server's TIME and the raw state of each key: its type and value (a
-// string, a hash as a flat field/value array, or a sorted set of leases
-// as a flat member/score array). It never writes. It is a
-// string here rather than a .lua file so that this tool-only code stays in
-// one file.
-//
-// KEYS  the keys to read
-// ARGV  1 now (µs) or "" for TIME
-// Reply now, then per key: type ("string", "hash", "zset", "none" or
-//
-//	another type), value (the string, the hash's fields and values, the
-//	sorted set's members and scores, or "").
-const inspectLua = `
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
-end
-local out = {now}
-for i = 1, #KEYS do
-  local typ = redis.call('TYPE', KEYS[i]).ok
-  local v = ''
-  if typ == 'string' then
-    v = redis.call('GET', KEYS[i])
-  elseif typ == 'hash' then
-    v = redis.call('HGETALL', KEYS[i])
-  elseif typ == 'zset' then
-    v = redis.call('ZRANGE', KEYS[i], 0, -1, 'WITHSCORES')
-  end
-  out[#out + 1] = typ
-  out[#out + 1] = v
-end
-return out
-`
-
-var inspectScript = redis.NewScript(inspectLua)
 
 // A Snapshot is the state of a request's limits and pauses at one moment
 // on the store's clock, read without changing anything. It is computed
@@ -136,20 +95,22 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var nowArg any = ""
+	// Go places the calendar windows around its own clock, as Reserve.
+	clientNow := time.Now()
 	if s.clock != nil {
-		nowArg = s.clock.Now().UnixMicro()
+		clientNow = s.clock.Now()
 	}
 	keys := make([][]string, len(reqs))
+	args := make([][]any, len(reqs))
 	for i, req := range reqs {
-		keys[i] = s.keys(req)
+		keys[i], args[i] = s.keys(req), s.peekArgs(req, clientNow)
 	}
 	out := make([]Snapshot, len(reqs))
 	if len(reqs) == 0 {
 		return out, nil
 	}
 	_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
-		cmds := s.evalAll(ctx, keys, nowArg, false)
+		cmds := s.evalAll(ctx, keys, args, false)
 		// A shard that has not cached the script (a fresh server, a
 		// failover) gets it sent in full.
 		var retry []int
@@ -159,11 +120,11 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 			}
 		}
 		if len(retry) > 0 {
-			sub := make([][]string, len(retry))
+			subKeys, subArgs := make([][]string, len(retry)), make([][]any, len(retry))
 			for j, i := range retry {
-				sub[j] = keys[i]
+				subKeys[j], subArgs[j] = keys[i], args[i]
 			}
-			again := s.evalAll(ctx, sub, nowArg, true)
+			again := s.evalAll(ctx, subKeys, subArgs, true)
 			for j, i := range retry {
 				cmds[i] = again[j]
 			}
@@ -185,21 +146,45 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	return out, nil
 }
 
-// evalAll runs inspect.lua once per key list in one pipeline: EVALSHA, or
-// EVAL when full is set. Each command carries its own error (a failed
-// connection fails every command).
-func (s *Store) evalAll(ctx context.Context, keys [][]string, nowArg any, full bool) []*redis.Cmd {
+// evalAll runs reserve.lua as a peek (read-only: EVAL_RO) once per
+// request in one pipeline: EVALSHA_RO, or EVAL_RO when full is set. Each
+// command carries its own error (a failed connection fails every command).
+func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full bool) []*redis.Cmd {
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(keys))
 	for i, k := range keys {
 		if full {
-			cmds[i] = inspectScript.Eval(ctx, pipe, k, nowArg)
+			cmds[i] = reserveScript.EvalRO(ctx, pipe, k, args[i]...)
 		} else {
-			cmds[i] = inspectScript.EvalSha(ctx, pipe, k, nowArg)
+			cmds[i] = reserveScript.EvalShaRO(ctx, pipe, k, args[i]...)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // Exec's error is the first command's
 	return cmds
+}
+
+// peekArgs returns the ARGV of a peek of req: reserve.lua's, for one
+// request of cost 0 and no max wait, with "peek" for the TTL slack.
+// clientNow places the calendar windows, as Reserve does.
+func (s *Store) peekArgs(req *quota.Request, clientNow time.Time) []any {
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), len(req.Pauses)}
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		st := s.limitArgs(l)
+		switch l.Kind {
+		case quota.GCRA:
+			args = append(args, "g", 0, st.boxed[0], st.boxed[1])
+		case quota.Rolling:
+			args = append(args, "r", 0, st.boxed[0], st.boxed[1], st.boxed[2])
+		case quota.Concurrency:
+			args = append(args, "c", st.boxed[0], st.boxed[1], "")
+		default:
+			args = append(args, "w", 0, st.boxed[0])
+			args = append(args, s.windowArgs(l.Calendar, clientNow).boxed[:]...)
+		}
+	}
+	args[3] = len(args) - 3 // the request's count of ARGV entries
+	return args
 }
 
 // checkInspect refuses a request Inspect cannot read: one Reserve would
@@ -214,206 +199,58 @@ func checkInspect(req *quota.Request) error {
 	return r.Validate()
 }
 
-// parseInspect checks a reply of inspect.lua and computes the snapshot.
+// parseInspect checks a reply of a peek of req (see reserve.lua, "Reply")
+// and makes the snapshot of it.
 func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
+	const perItem = 5 // used, ahead, debt, next, exists
 	var snap Snapshot
-	vals, ok := v.([]any)
-	if !ok || len(vals) != 1+2*len(keys) {
-		return snap, fmt.Errorf("%w: inspect reply %T of %d elements, want %d", errReply, v, len(vals), 1+2*len(keys))
+	n, np := len(req.Items), len(req.Pauses)
+	out, ok := v.([]any)
+	if !ok || len(out) != 1 {
+		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
 	}
-	now, ok := vals[0].(int64)
-	if !ok {
-		return snap, fmt.Errorf("%w: inspect reply: now is %T, want an integer", errReply, vals[0])
+	if err, ok := out[0].(error); ok { // an error reply for this request's keys
+		return snap, err
 	}
-	snap.Now = time.UnixMicro(now)
-	n := len(req.Items)
+	vals, ok := out[0].([]any)
+	if want := 4 + (4+perItem)*n + np; !ok || len(vals) != want {
+		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
+	}
+	d, err := parseReserve(vals[:4+4*n], n)
+	if err != nil {
+		return snap, err
+	}
+	snap.Now = time.UnixMicro(d.now)
+	ints := make([]int64, 0, perItem*n+np)
+	for e := 4 + 4*n; e < len(vals); e++ {
+		x, ok := vals[e].(int64)
+		if !ok || x < 0 {
+			return snap, fmt.Errorf("%w: peek reply element %d is %v, want an integer >= 0", errReply, e, vals[e])
+		}
+		ints = append(ints, x)
+	}
 	snap.Items = make([]ItemState, n)
-	snap.Pauses = make([]time.Time, len(req.Pauses))
-	for i, k := range keys {
-		typ, _ := vals[1+2*i].(string)
-		raw := vals[2+2*i]
-		if i >= n {
-			until, err := parseInt(typ, raw)
-			if err != nil {
-				return snap, fmt.Errorf("%w: pause key %s: %w", errReply, k, err)
-			}
-			if until > now {
-				snap.Pauses[i-n] = time.UnixMicro(until)
-				if until > snap.PausedUntil.UnixMicro() || snap.PausedUntil.IsZero() {
-					snap.PausedUntil = snap.Pauses[i-n]
-				}
-			}
+	for i := range snap.Items {
+		f := ints[perItem*i : perItem*(i+1)]
+		if f[4] > 1 {
+			return snap, fmt.Errorf("%w: peek reply: item %d exists %d", errReply, i, f[4])
+		}
+		snap.Items[i] = ItemState{
+			Status: d.limits[i], Used: f[0], Ahead: f[1], Debt: f[2],
+			NextExpiry: quota.Micros(f[3]), Exists: f[4] == 1, Key: keys[i],
+		}
+	}
+	snap.Pauses = make([]time.Time, np)
+	for p, until := range ints[perItem*n:] {
+		if until == 0 {
 			continue
 		}
-		st, err := itemState(req.Items[i].Limit, typ, raw, now)
-		if err != nil {
-			return snap, fmt.Errorf("%w: key %s: %w", errReply, k, err)
+		snap.Pauses[p] = time.UnixMicro(until)
+		if snap.Pauses[p].After(snap.PausedUntil) {
+			snap.PausedUntil = snap.Pauses[p]
 		}
-		st.Key = k
-		snap.Items[i] = st
 	}
 	return snap, nil
-}
-
-// parseInt reads a string key's integer; a missing key is 0.
-func parseInt(typ string, raw any) (int64, error) {
-	switch typ {
-	case "none":
-		return 0, nil
-	case "string":
-		s, _ := raw.(string)
-		x, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("value %q is not an integer", s)
-		}
-		return x, nil
-	}
-	return 0, fmt.Errorf("type %q, want a string", typ)
-}
-
-// itemState computes a limit's state at now from its raw key, with the
-// formulas of package quota (the status of a decision that was denied, so
-// nothing was charged).
-func itemState(l *quota.Limit, typ string, raw any, now int64) (ItemState, error) {
-	st := ItemState{Exists: typ != "none"}
-	if l.Kind == quota.GCRA {
-		stored, err := parseInt(typ, raw)
-		if err != nil {
-			return st, err
-		}
-		T, dvt := l.Interval(), l.Tolerance()
-		tat := max(stored, now)
-		rem := max((dvt-(tat-now))/T, 0)
-		st.Remaining = rem
-		st.ResetAfter = time.Duration(tat-now) * time.Microsecond
-		st.Used = l.Capacity() - rem
-		if over := tat - now - dvt; over > 0 {
-			st.Debt = (over + T - 1) / T
-		}
-		return st, nil
-	}
-	if l.Kind == quota.Concurrency {
-		return leaseState(l, st, typ, raw, now)
-	}
-	if l.Kind == quota.Rolling {
-		return rollingState(l, st, typ, raw, now)
-	}
-	start, end := l.Calendar.Bounds(time.UnixMicro(now))
-	s0, e0 := start.UnixMicro(), end.UnixMicro()
-	var count, ahead int64
-	switch typ {
-	case "none":
-	case "hash":
-		fields, _ := raw.([]any)
-		for f := 0; f+1 < len(fields); f += 2 {
-			name, _ := fields[f].(string)
-			val, _ := fields[f+1].(string)
-			ws, err1 := strconv.ParseInt(name, 10, 64)
-			c, err2 := strconv.ParseInt(val, 10, 64)
-			if err1 != nil || err2 != nil {
-				return st, fmt.Errorf("field %q = %q is not a window start and count", name, val)
-			}
-			switch {
-			case ws == s0:
-				count += c
-			case ws >= e0:
-				ahead += c
-			}
-		}
-	default:
-		return st, fmt.Errorf("type %q, want a hash", typ)
-	}
-	st.Used, st.Ahead = count, ahead
-	st.Remaining = max(l.Rate-count, 0)
-	st.Debt = max(count-l.Rate, 0)
-	st.ResetAfter = time.Duration(e0-now) * time.Microsecond
-	return st, nil
-}
-
-// leaseState is itemState for a Concurrency limit: the leases that have
-// not expired at now are held.
-func leaseState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (ItemState, error) {
-	var held, latest, soonest int64
-	switch typ {
-	case "none":
-	case "zset":
-		pairs, _ := raw.([]any)
-		for f := 0; f+1 < len(pairs); f += 2 {
-			score, _ := pairs[f+1].(string)
-			x, err := strconv.ParseInt(score, 10, 64)
-			if err != nil {
-				return st, fmt.Errorf("lease %v expires at %q, not a time", pairs[f], score)
-			}
-			if x > now {
-				held++
-				latest = max(latest, x)
-				if soonest == 0 || x < soonest {
-					soonest = x
-				}
-			}
-		}
-	default:
-		return st, fmt.Errorf("type %q, want a zset", typ)
-	}
-	st.Used = held
-	st.Remaining = max(l.Rate-held, 0)
-	st.ResetAfter = time.Duration(max(latest-now, 0)) * time.Microsecond
-	if held > 0 {
-		st.NextExpiry = time.Duration(soonest-now) * time.Microsecond
-	}
-	return st, nil
-}
-
-// rollingState computes a rolling window's state at now from its hash
-// (quota/redisstore/reserve.lua, "Rolling windows"): a hash counted with
-// another bucket width, or whose newest bucket has expired, counts nothing.
-func rollingState(l *quota.Limit, st ItemState, typ string, raw any, now int64) (ItemState, error) {
-	st.Remaining = l.Rate
-	switch typ {
-	case "none":
-		return st, nil
-	case "hash":
-	default:
-		return st, fmt.Errorf("type %q, want a hash", typ)
-	}
-	fields, _ := raw.([]any)
-	own := map[string]int64{}
-	var buckets [][2]int64
-	for f := 0; f+1 < len(fields); f += 2 {
-		name, _ := fields[f].(string)
-		val, _ := fields[f+1].(string)
-		x, err := strconv.ParseInt(val, 10, 64)
-		if err != nil {
-			return st, fmt.Errorf("field %q = %q is not an integer", name, val)
-		}
-		switch name {
-		case "sum", "old", "new", "width":
-			own[name] = x
-			continue
-		}
-		b, err := strconv.ParseInt(name, 10, 64)
-		if err != nil {
-			return st, fmt.Errorf("field %q is not a bucket start", name)
-		}
-		buckets = append(buckets, [2]int64{b, x})
-	}
-	W, P := l.BucketWidth(), l.Period.Microseconds()
-	newest, ok := own["new"]
-	if own["width"] != W || !ok || newest+W+P <= now {
-		return st, nil
-	}
-	for _, b := range buckets {
-		switch {
-		case b[0]+W+P <= now:
-		case b[0] > now:
-			st.Ahead += b[1]
-		default:
-			st.Used += b[1]
-		}
-	}
-	st.Remaining = max(l.Rate-st.Used-st.Ahead, 0)
-	st.ResetAfter = time.Duration(newest+W+P-now) * time.Microsecond
-	return st, nil
 }
 
 // Reset deletes the state of the item keys keys within tag (with the

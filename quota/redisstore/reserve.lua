@@ -90,8 +90,16 @@ own, at one now. The reads and writes of GCRA and window keys go through
 the call's view of them: a key is read once and written once, at the end,
 so that requests that share keys cost one read and one write per key.
 
+Peeking. With "peek" for the TTL slack (ARGV[2]) the call writes nothing
+(it is run as EVAL_RO, which Redis refuses to let write): every request is
+denied before its reply points, so nothing is charged and nothing flushed,
+and a pause does not drain. Its reply is what a request of cost 0 sees,
+with the state's figures appended (below). This is how operators' tools
+read the state (inspect.go): one implementation of the math, here.
+
 KEYS  per request: its n item keys, in stack order, then its np pause keys
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 m; then per request:
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
+      request:
       its count of ARGV entries (these four included), max wait (µs), n,
       np, then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
@@ -109,6 +117,15 @@ Reply per request, either an error (the server's now is outside B0..B4,
       exist; else 0). For a concurrency limit, remaining is the leases
       left and reset after the time until its latest lease expires. mark
       and prev are what cancel.lua needs.
+      A peek appends per item: used (window: the count of the window of
+      now; rolling: of its buckets up to now; GCRA: capacity - remaining;
+      concurrency: the leases held), ahead (window, rolling: the count
+      charged to later windows or buckets), debt (GCRA: the events of cost
+      1 by which its tat lies beyond its tolerance, rounded up; window: its
+      count beyond its rate), next (concurrency: the time until its soonest
+      lease expires, 0 when none is held), exists (1 when the key exists);
+      then per pause key the time it holds requests back until, 0 when it
+      is not in force.
 ]]
 
 local now
@@ -118,6 +135,7 @@ if ARGV[1] == '' then
 else
   now = tonumber(ARGV[1])
 end
+local peek = ARGV[2] == 'peek'
 local slack = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 
@@ -241,6 +259,36 @@ local function slot(i, t)
   return nil
 end
 
+-- peekItem appends to reply, from index r on, the figures a peek adds for
+-- item i (see Reply), which has rem remaining.
+local function peekItem(reply, r, i, rem)
+  local used, ahead, debt, next = 0, 0, 0, 0
+  if kind[i] == 'g' then
+    used = math.floor(dvt[i] / T[i]) - rem
+    local over = tat[i] - now - dvt[i]
+    if over > 0 then debt = math.ceil(over / T[i]) end
+  elseif kind[i] == 'c' then
+    used = live[i]
+    if used > 0 then
+      local first = redis.call('ZRANGE', key[i], '(' .. string.format('%d', now), '+inf',
+        'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      next = tonumber(first[2]) - now
+    end
+  elseif kind[i] == 'r' then
+    if rnew[i] ~= nil then
+      local W = wid[i]
+      for b = now - math.fmod(now, W) + W, rnew[i], W do ahead = ahead + count(i, b) end
+      used = rsum[i] - ahead
+    end
+  else
+    used = cnt[i][wj[i]]
+    for k = wj[i] + 1, hz[i] - 1 do ahead = ahead + cnt[i][k] end
+    if used > rate[i] then debt = used - rate[i] end
+  end
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, next
+  reply[r + 5] = redis.call('EXISTS', key[i])
+end
+
 -- decide decides the request whose keys start after KEYS[kb] and whose
 -- arguments start at ARGV[ab] and returns its reply.
 local function decide(kb, ab)
@@ -333,9 +381,9 @@ local function decide(kb, ab)
   end
 
   -- The pause keys in one read (only pause.lua writes them: strings).
-  local paused = 0
+  local paused, v = 0, nil
   if np > 0 then
-    local v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
+    v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
     for p = 1, #v do
       local u = tonumber(v[p])
       if u and u > paused then paused = u end
@@ -344,7 +392,7 @@ local function decide(kb, ab)
   -- A pause drains the GCRA buckets it holds back: at its end each has room
   -- for this request alone, drained by at most quota.PauseDrain (package
   -- quota's doc, "After a pause").
-  if paused > 0 then
+  if paused > 0 and not peek then
     local drain = 60000000 -- quota.PauseDrain, µs
     for i = 1, n do
       if kind[i] == 'g' then
@@ -389,7 +437,7 @@ local function decide(kb, ab)
   for i = 1, n do
     if kind[i] == 'c' and live[i] + 1 > rate[i] then full = i break end
   end
-  local allowed = full == nil and ok and t - now <= maxwait
+  local allowed = not peek and full == nil and ok and t - now <= maxwait
   if full ~= nil then
     decider = full - 1
     if soonest[full] > t then t = soonest[full] end
@@ -470,6 +518,14 @@ local function decide(kb, ab)
     if reset < 0 then reset = 0 end
     local r = 4 * i
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
+    if peek then peekItem(reply, 4 + 4 * n + 5 * (i - 1), i, rem) end
+  end
+  if peek then
+    for p = 1, np do
+      local u = tonumber(v[p]) or 0
+      if u <= now then u = 0 end
+      reply[4 + 9 * n + p] = u
+    end
   end
   return reply
 end
