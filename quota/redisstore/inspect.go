@@ -327,16 +327,16 @@ func (s *Store) NewKeyScan(match string, count int64) *KeyScan {
 	}
 	return &KeyScan{
 		s:       s,
-		match:   EscapePattern(s.prefix) + match,
+		match:   escapePattern(s.prefix) + match,
 		count:   count,
 		cursors: map[string]uint64{},
 		done:    map[string]bool{},
 	}
 }
 
-// EscapePattern escapes the characters that SCAN MATCH patterns treat
+// escapePattern escapes the characters that SCAN MATCH patterns treat
 // specially (*, ?, [, ], \), so s matches only itself.
-func EscapePattern(s string) string {
+func escapePattern(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		switch s[i] {

@@ -355,8 +355,8 @@ func TestParseKey(t *testing.T) {
 			t.Errorf("ParseKey(%q) = %q, %q, %v, ok", k, tag, key, kind)
 		}
 	}
-	if got, want := EscapePattern(`a*b?[c]\`), `a\*b\?\[c\]\\`; got != want {
-		t.Errorf("EscapePattern = %q, want %q", got, want)
+	if got, want := escapePattern(`a*b?[c]\`), `a\*b\?\[c\]\\`; got != want {
+		t.Errorf("escapePattern = %q, want %q", got, want)
 	}
 }
 

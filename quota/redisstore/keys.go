@@ -123,7 +123,7 @@ func (s *Store) ParseKey(k string) (tag, key string, kind KeyKind, ok bool) {
 func TagMatch(tag string) string {
 	var b strings.Builder
 	writeKey(&b, "", KeyItem, quota.SafeKey(tag), "")
-	return EscapePattern(b.String()) + "*"
+	return escapePattern(b.String()) + "*"
 }
 
 // cancelledKey returns the KeyCancelled key beside the item whose Redis
