@@ -17,11 +17,12 @@ import (
 // the manual levers Reset and Resume.
 
 // A Snapshot is the state of a request's limits and pauses at one moment
-// on the store's clock, read without changing anything. It is computed
-// with the formulas of package quota's doc, "The decision", as a request
-// of cost 1 that is not charged would see it, except for a pause's drain
-// ("After a pause"): during a pause and up to quota.PauseDrain after it,
-// a GCRA limit may admit less at once than its Remaining says.
+// on the store's clock, read without changing anything. The decision
+// script computes it, run read-only (reserve.lua, "Peeking"), so it is
+// what a decision sees: Remaining is how many requests of cost 1 it would
+// admit at once, except for a pause's drain ("After a pause" in package
+// quota's doc): during a pause and up to quota.PauseDrain after it, a GCRA
+// limit may admit less at once than its Remaining says.
 type Snapshot struct {
 	// Now is the store's time (the Redis server's TIME) when the state
 	// was read.
@@ -70,7 +71,9 @@ type ItemState struct {
 }
 
 // Inspect reads the state of req's limits and pauses in one round trip,
-// without changing it; req.Cost and req.MaxWait are ignored. Items may be
+// without changing it; req.Cost and req.MaxWait are ignored. It runs the
+// decision script read-only (EVALSHA_RO), so it also works on a replica
+// and for a user that may not write. Items may be
 // empty when Pauses is not. An error that Redis caused wraps
 // quota.ErrStore, or quota.ErrState when it concerns this request's keys
 // alone.
