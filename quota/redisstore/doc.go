@@ -12,6 +12,11 @@
 // own clock; the script picks the window that holds the server's time, so a
 // client clock off by less than a window does no harm.
 //
+// Store.Inspect, the operators' read (throttle status), runs the same
+// script read-only (EVALSHA_RO, "Peeking" in its header), so a status is
+// what a decision sees, and works on a replica or for a user that may not
+// write.
+//
 // # Keys
 //
 // Every key is
