@@ -262,7 +262,7 @@ end
 -- peekItem appends to reply, from index r on, the figures a peek adds for
 -- item i (see Reply), which has rem remaining.
 local function peekItem(reply, r, i, rem)
-  local used, ahead, debt, next = 0, 0, 0, 0
+  local used, ahead, debt, soon = 0, 0, 0, 0
   if kind[i] == 'g' then
     used = math.floor(dvt[i] / T[i]) - rem
     local over = tat[i] - now - dvt[i]
@@ -272,7 +272,7 @@ local function peekItem(reply, r, i, rem)
     if used > 0 then
       local first = redis.call('ZRANGE', key[i], '(' .. string.format('%d', now), '+inf',
         'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-      next = tonumber(first[2]) - now
+      soon = tonumber(first[2]) - now
     end
   elseif kind[i] == 'r' then
     if rnew[i] ~= nil then
@@ -285,7 +285,7 @@ local function peekItem(reply, r, i, rem)
     for k = wj[i] + 1, hz[i] - 1 do ahead = ahead + cnt[i][k] end
     if used > rate[i] then debt = used - rate[i] end
   end
-  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, next
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, soon
   reply[r + 5] = redis.call('EXISTS', key[i])
 end
 
