@@ -71,12 +71,11 @@ type ItemState struct {
 }
 
 // Inspect reads the state of req's limits and pauses in one round trip,
-// without changing it; req.Cost and req.MaxWait are ignored. It runs the
-// decision script read-only (EVALSHA_RO), so it also works on a replica
-// and for a user that may not write. Items may be
-// empty when Pauses is not. An error that Redis caused wraps
-// quota.ErrStore, or quota.ErrState when it concerns this request's keys
-// alone.
+// without changing it; req.Cost and req.MaxWait are ignored. Items may be
+// empty when Pauses is not. It runs the decision script read-only
+// (EVALSHA_RO), so it also works on a replica and for a user that may not
+// write. An error that Redis caused wraps quota.ErrStore, or
+// quota.ErrState when it concerns this request's keys alone.
 func (s *Store) Inspect(ctx context.Context, req *quota.Request) (Snapshot, error) {
 	snaps, err := s.InspectAll(ctx, []*quota.Request{req})
 	if err != nil {
