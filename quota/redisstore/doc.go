@@ -92,10 +92,14 @@
 //     unaffected.
 //
 // A client whose options set ContextTimeoutEnabled stops at the deadline by
-// itself; with any other client the store stops waiting at the deadline and
-// lets the abandoned call finish in the background (bounded by the client's
-// own read and write timeouts), so that a hung Redis never holds a caller
-// longer than Timeout.
+// itself; with any other client (or one whose ReadTimeout or WriteTimeout
+// of -2 sets no socket deadline) the store runs each call on one of its
+// worker goroutines, stops waiting at the deadline and lets the abandoned
+// call finish in the background (bounded by the client's own read and
+// write timeouts), so that a hung Redis never holds a caller longer than
+// Timeout. The workers stay while calls come and exit after a second
+// idle; the handoff to them still costs a call some microseconds, so
+// ContextTimeoutEnabled is the cheaper client.
 //
 // A call that timed out may still have reached Redis: a hung or stopped
 // server runs it when it resumes, and a reservation that nobody uses is

@@ -304,6 +304,60 @@ func TestHungRedis(t *testing.T) {
 	}
 }
 
+// TestHungRedisEveryClient: whichever way the store bounds a client's
+// calls (the client's own deadlines, or workers it stops waiting for), a
+// Redis that never answers holds a decision no longer than the timeout,
+// even when the client's own read timeout is far longer, or when it
+// honours context deadlines but sets no socket deadline at all (-2).
+func TestHungRedisEveryClient(t *testing.T) {
+	t.Parallel()
+	addr := hungRedis(t)
+	const timeout = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		guard  bool // the store runs its calls on workers
+	}{
+		{"default client, 10s read timeout",
+			redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 10 * time.Second, Protocol: 2}), true},
+		{"ContextTimeoutEnabled",
+			redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: 10 * time.Second, Protocol: 2}), false},
+		{"ContextTimeoutEnabled, no socket deadlines",
+			redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2, Protocol: 2}), true},
+		{"ring, 10s read timeout",
+			redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ReadTimeout: 10 * time.Second, Protocol: 2}), true},
+	} {
+		t.Cleanup(func() { _ = tc.client.Close() })
+		st, err := New(tc.client, Options{Timeout: timeout, AllowEviction: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.guard != tc.guard {
+			t.Errorf("%s: guarded %v, want %v", tc.name, st.guard, tc.guard)
+		}
+		req := stack("v", gcra("peak", 10, time.Second, 0))
+		done := make(chan error, 1)
+		begin := time.Now()
+		go func() {
+			_, err := st.Reserve(context.Background(), &req)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			elapsed := time.Since(begin)
+			if !errors.Is(err, quota.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %v, want quota.ErrStore and context.DeadlineExceeded", tc.name, err)
+			}
+			if elapsed > 2500*time.Millisecond {
+				t.Errorf("%s: Reserve took %v, timeout %v", tc.name, elapsed, timeout)
+			}
+		case <-time.After(5 * time.Second):
+			// The call ends when the cleanup closes the client.
+			t.Errorf("%s: Reserve still waiting after 5s, timeout %v", tc.name, timeout)
+		}
+	}
+}
+
 // TestCallerContextIsNotAStoreFailure: when the caller's own context ends
 // during a call, the error is the context's, not quota.ErrStore.
 func TestCallerContextIsNotAStoreFailure(t *testing.T) {

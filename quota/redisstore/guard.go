@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -38,9 +39,10 @@ func (c script) do(ctx context.Context) (any, error) {
 // call the store makes, decisions (run) and operators' reads (inspect.go)
 // alike. With a client that honours context deadlines on its sockets
 // (s.guard false) c runs directly, and an error caused by the deadline
-// says which deadline it was, keeping what the socket said. Otherwise the
-// store stops waiting at the deadline and lets c finish in the
-// background; a reply that raced the deadline still counts.
+// says which deadline it was, keeping what the socket said. Otherwise c
+// runs on one of the store's workers, the store stops waiting at the
+// deadline and lets c finish in the background; a reply that raced the
+// deadline still counts.
 func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -57,10 +59,10 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	s.workers.do(func() {
 		v, err := c.do(ctx)
 		done <- result{v, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.v, r.err
@@ -72,5 +74,48 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 		}
 		var zero T
 		return zero, ctx.Err()
+	}
+}
+
+// workers run the calls of a guarded store (see bounded): goroutines that
+// stay while calls keep coming, so that a call costs a handoff to a
+// goroutine whose stack has already grown through go-redis, not a new
+// goroutine that grows its stack again on every call. There are as many
+// as calls in flight at once; each exits once it has served nothing for
+// a whole workerIdle.
+type workers struct {
+	jobs chan func() // unbuffered: a send succeeds only to an idle worker
+}
+
+// workerIdle is how long an idle worker stays.
+const workerIdle = time.Second
+
+// do runs f on an idle worker, or on a new one when none is idle.
+func (w *workers) do(f func()) {
+	select {
+	case w.jobs <- f:
+	default:
+		go w.work(f)
+	}
+}
+
+// work runs f, then the jobs of w until it has served none for a whole
+// tick.
+func (w *workers) work(f func()) {
+	f()
+	tick := time.NewTicker(workerIdle)
+	defer tick.Stop()
+	served := true
+	for {
+		select {
+		case f := <-w.jobs:
+			f()
+			served = true
+		case <-tick.C:
+			if !served {
+				return
+			}
+			served = false
+		}
 	}
 }

@@ -79,8 +79,9 @@ type Store struct {
 	clock   quota.Clock
 	slack   int64 // ms added to every TTL
 	// guard: the client ignores context deadlines on reads and writes, so
-	// calls run in a goroutine that the store stops waiting for.
-	guard bool
+	// calls run on workers that the store stops waiting for; see bounded.
+	guard   bool
+	workers workers
 
 	// policy checks maxmemory-policy before the first decision; see
 	// checkPolicy.
@@ -116,8 +117,9 @@ var _ quota.Store = (*Store)(nil)
 // *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
 // is required (the script reads TIME before it writes). A client whose
 // options set ContextTimeoutEnabled is cheapest: it stops a call at the
-// deadline itself, where any other client costs the store a goroutine per
-// call to enforce Options.Timeout.
+// deadline itself, where with any other client (or one that sets no socket
+// deadlines: ReadTimeout or WriteTimeout -2) the store hands each call to
+// a worker goroutine it can stop waiting for, to enforce Options.Timeout.
 //
 // New makes no call to Redis, so a process starts while Redis is down. The
 // first decision first reads the servers' maxmemory-policy (one more round
@@ -147,6 +149,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		timeout: timeout,
 		clock:   opts.Clock,
 		guard:   !honoursDeadlines(client),
+		workers: workers{jobs: make(chan func())},
 		seed:    maphash.MakeSeed(),
 	}
 	var id [12]byte
@@ -162,16 +165,23 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 }
 
 // honoursDeadlines reports whether client bounds its socket reads and
-// writes by the context's deadline (go-redis does only with
-// ContextTimeoutEnabled).
+// writes by the context's deadline: go-redis does only with
+// ContextTimeoutEnabled, and only while it sets deadlines at all (a
+// ReadTimeout or WriteTimeout of -2, kept as -1 in Options, sets none).
 func honoursDeadlines(client redis.UniversalClient) bool {
+	honours := func(enabled bool, read, write time.Duration) bool {
+		return enabled && read >= 0 && write >= 0
+	}
 	switch c := client.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
 	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
 	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
 	}
 	return false
 }
