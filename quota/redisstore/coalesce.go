@@ -47,20 +47,29 @@ type lane struct {
 }
 
 // decide runs p's decision, coalesced with others of its tag when alone
-// is false, and returns its part of the reply.
-func (s *Store) decide(p *pending, alone bool) (any, error) {
+// is false, and returns its part of the reply. p is taken by value so that
+// a decision that goes at once costs no allocation for it; only a queued
+// one is copied to the heap.
+func (s *Store) decide(p pending, alone bool) (any, error) {
 	if alone {
-		return s.call(p.ctx, []*pending{p})
+		return s.call(p.ctx, []*pending{&p})
 	}
 	l := &s.lanes[maphash.String(s.seed, p.tag)%lanes]
 	l.mu.Lock()
 	if !l.busy {
 		l.busy = true
 		l.mu.Unlock()
-		v, err := s.call(p.ctx, []*pending{p})
+		v, err := s.call(p.ctx, []*pending{&p})
 		s.next(l)
 		return v, err
 	}
+	return s.wait(l, p)
+}
+
+// wait queues p on lane l, whose call is in flight, and waits for its
+// reply.
+func (s *Store) wait(l *lane, queued pending) (any, error) {
+	p := &queued
 	p.done = make(chan reply, 1)
 	l.queue = append(l.queue, p)
 	l.mu.Unlock()

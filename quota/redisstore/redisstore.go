@@ -264,7 +264,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		args = append(args, w.boxed[:]...)
 	}
 
-	v, err := s.decide(&pending{ctx: ctx, tag: req.Tag, keys: keys, args: args}, alone)
+	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: args}, alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
