@@ -130,8 +130,8 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 //
 //   - throttle/limits=1 and throttle/limits=3: one Reserve of a stack of
 //     1 GCRA limit, and of 2 GCRA limits and a daily calendar window, on
-//     a default go-redis client (the store guards its timeout with a
-//     goroutine per call);
+//     a default go-redis client (the store guards its timeout by handing
+//     each call to one of its worker goroutines);
 //   - throttle-ctxtimeout/…: the same on a client with
 //     ContextTimeoutEnabled;
 //   - redis_rate/allow=1: one redis_rate Allow (one GCRA key);
@@ -153,7 +153,7 @@ func BenchmarkCompare(b *testing.B) {
 		b.Fatal(err)
 	}
 	// The same store on a client that bounds its own reads by the
-	// context's deadline, which spares the store a goroutine per call.
+	// context's deadline, which spares the store the handoff to a worker.
 	ctxClient := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { _ = ctxClient.Close() })
 	ctxSt, err := redisstore.New(ctxClient, redisstore.Options{Timeout: 2 * time.Second})
