@@ -1,25 +1,16 @@
 module github.com/fleetquota/throttle
 
-go 1.26.0
+go 1.24.0
 
 require (
-	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/jarcoal/httpmock v1.4.2
-	github.com/prometheus/client_golang v1.25.0
-	github.com/redis/go-redis/v9 v9.23.0
-	gopkg.in/yaml.v3 v3.0.1
+	github.com/hashicorp/go-retryablehttp v0.7.7
+	github.com/jarcoal/httpmock v1.3.0
+	github.com/redis/go-redis/v9 v9.20.0
+	gopkg.in/yaml.v3 v3.0.0
 )
 
 require (
-	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 )

@@ -1,6 +1,7 @@
 // Package prom exports what a throttle.Transport does as Prometheus
-// metrics. It lives in its own package so that programs that do not use
-// Prometheus do not link client_golang.
+// metrics. It is a module of its own (github.com/fleetquota/throttle/prom)
+// so that a program that imports only package throttle neither links
+// client_golang nor has its Prometheus and protobuf versions raised.
 //
 //	obs, err := prom.New(prom.WithRegisterer(prometheus.DefaultRegisterer))
 //	if err != nil { ... }

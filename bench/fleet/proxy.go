@@ -252,15 +252,19 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 }
 
 // buildThrottle builds cmd/throttle of the module this harness measures
-// (the bench module's replace points at it) into dir.
+// (the bench module's replace points at it) into dir. cmd/throttle is a
+// module of its own, so it is built from its directory.
 func buildThrottle(ctx context.Context, dir string) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/fleetquota/throttle").Output()
 	if err != nil {
 		return "", fmt.Errorf("locating the throttle module (run from bench/): %w", err)
 	}
-	bin := filepath.Join(dir, "throttle")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttle")
-	cmd.Dir = strings.TrimSpace(string(out))
+	bin, err := filepath.Abs(filepath.Join(dir, "throttle"))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(strings.TrimSpace(string(out)), "cmd", "throttle")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/throttle: %w\n%s", err, out)
 	}

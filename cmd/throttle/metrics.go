@@ -12,8 +12,8 @@ import (
 )
 
 // proxyMetrics is the Prometheus wiring of "throttle proxy", kept in this
-// one file so that it can follow package prom should prom become a module
-// of its own.
+// one file. It is why cmd/throttle is a module of its own: the library's
+// module requires no Prometheus.
 type proxyMetrics struct {
 	reg      *prometheus.Registry
 	observer *prom.Observer
