@@ -1,6 +1,6 @@
 module github.com/fleetquota/throttle/cmd/throttle
 
-go 1.25.0
+go 1.24.0
 
 replace (
 	github.com/fleetquota/throttle => ../../

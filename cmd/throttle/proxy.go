@@ -226,14 +226,16 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cut error
 	var mu sync.Mutex
 	for _, s := range all {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			if err := s.srv.Shutdown(dctx); err != nil {
 				_ = s.srv.Close()
 				mu.Lock()
 				cut = fmt.Errorf("requests still in flight after --drain-timeout %v were cut off", f.drain)
 				mu.Unlock()
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if err := errors.Join(serveErr, cut); err != nil {

@@ -282,7 +282,9 @@ providers:
 	var firstErr sync.Once
 	for _, s := range sources {
 		for range workers {
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				for range perSource / workers {
 					resp, err := s.client.Get(s.url)
 					if err == nil {
@@ -297,7 +299,7 @@ providers:
 						firstErr.Do(func() { t.Errorf("%s: %v", s.url, err) })
 					}
 				}
-			})
+			}()
 		}
 	}
 	wg.Wait()
