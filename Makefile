@@ -63,7 +63,7 @@ test: redis clients staticcheck rootdeps oldestgo
 
 # go vet (which type-checks the tests too) and go build of each of
 # OLDEST_GO_MODULES with the toolchain its go directive names
-# (GOTOOLCHAIN=go1.24.0 for the root module), downloaded once into the
+# (GOTOOLCHAIN=go1.26.0 for the root module), downloaded once into the
 # module cache.
 oldestgo:
 	@for m in $(OLDEST_GO_MODULES); do \

@@ -1,6 +1,6 @@
 module github.com/fleetquota/throttle/prom
 
-go 1.24.0
+go 1.26.0
 
 replace github.com/fleetquota/throttle => ../
 
@@ -20,7 +20,7 @@ require (
 	github.com/prometheus/client_model v0.2.0 // indirect
 	github.com/prometheus/common v0.26.0 // indirect
 	github.com/prometheus/procfs v0.6.0 // indirect
-	golang.org/x/sys v0.20.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.26.0-rc.1 // indirect
 	gopkg.in/yaml.v3 v3.0.0 // indirect
 )

@@ -1,6 +1,6 @@
 module github.com/fleetquota/throttle/cmd/throttle
 
-go 1.24.0
+go 1.26.0
 
 replace (
 	github.com/fleetquota/throttle => ../../
@@ -11,7 +11,7 @@ require (
 	github.com/fleetquota/throttle v0.0.0-00010101000000-000000000000
 	github.com/fleetquota/throttle/prom v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.11.1
-	github.com/redis/go-redis/v9 v9.20.0
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
@@ -24,8 +24,8 @@ require (
 	github.com/prometheus/client_model v0.2.0 // indirect
 	github.com/prometheus/common v0.26.0 // indirect
 	github.com/prometheus/procfs v0.6.0 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.26.0-rc.1 // indirect
 	gopkg.in/yaml.v3 v3.0.0 // indirect
 )
