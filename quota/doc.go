@@ -238,4 +238,35 @@
 // later Cancel of an earlier reservation finds the tat above its mark and
 // gives nothing back (it becomes a hole), and one of a later reservation
 // goes back at most to the synced tat: Cancel never undoes a sync.
+//
+// # Learning
+//
+// A vendor's plan limit is often unknown until a response states it, and
+// it changes with the plan. A GCRA limit with Learn set runs at the limit
+// the vendor states, within bounds: its Rate and Burst are the floor, and
+// an Observed.Limit L given to Sync (the vendor's figure in the limit's
+// units, headroom applied) is recorded in the store, beside the limit's
+// state, for every later decision of every process: one more read per
+// decision of a learning limit, none for the others. A decision runs the
+// limit at rate L clamped to [Rate, Ceiling] (LearnBounds), its burst
+// scaled by the same factor, floor(Burst*L/Rate), so that the tolerance
+// (how long a burst lasts) stays the configured one: Limit.Learned. The
+// rate a decision ran at is its Status.Rate.
+//
+// The figure lives in the store, not in each process, because the
+// processes share the limit's state: one that learned a larger figure
+// moves the tat as far as its larger tolerance lets it, and one still at
+// the floor then finds the tat beyond its smaller tolerance and is
+// starved. Deciding with the store's figure, every process runs the same
+// limit.
+//
+// A stated limit is not ordered like a remaining count: a plan may go
+// down as well as up, and both take effect. What orders figures is the
+// reservation whose response stated them: a figure is recorded unless the
+// recorded one came from a reservation with a later slot, so a response
+// sent before a plan change, read after one sent later, changes nothing.
+// A figure lives LearnTTL after the last response that stated it; then
+// the limit is back at its floor until a response states it again. The
+// remaining of an observation that states a limit too is applied at the
+// stated rate (the vendor counts it in the bucket it states).
 package quota

@@ -31,6 +31,11 @@ type cell struct {
 	// width (its period changed) cannot read those buckets: to it the key
 	// is idle, and its first charge starts afresh.
 	rollW int64
+
+	// A learning GCRA limit's recorded figure (package doc "Learning"):
+	// the limit the vendor stated, the slot time of the reservation whose
+	// response stated it, and when the record expires.
+	learned, learnedAt, learnedUntil int64
 }
 
 // bucket is the count of one bucket of a Rolling limit, [start, start+W),
@@ -96,7 +101,30 @@ func (c *cell) expires() int64 {
 	for _, b := range c.roll {
 		e = max(e, b.until)
 	}
-	return e
+	return max(e, c.learnedUntil)
+}
+
+// learnedLimit returns lim as a decision at now runs it: a learning limit at
+// the figure recorded in c, if any (Limit.Learned).
+func (c *cell) learnedLimit(lim *Limit, now int64) *Limit {
+	if !lim.Learn {
+		return lim
+	}
+	var stated int64
+	if c.learnedUntil > now {
+		stated = c.learned
+	}
+	return lim.Learned(stated)
+}
+
+// learn records the limit a vendor stated in the response of the
+// reservation whose slot was at (package doc "Learning"): unless a
+// reservation after it stated one that is still recorded.
+func (c *cell) learn(stated, at, now int64) {
+	if c.learnedUntil > now && at < c.learnedAt {
+		return
+	}
+	c.learned, c.learnedAt, c.learnedUntil = stated, at, now+LearnTTL.Microseconds()
 }
 
 // liveLeases drops the leases expired by now and returns how many are
@@ -202,6 +230,8 @@ type item struct {
 func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 	it.lim, it.c, it.cost = lim, c, cost
 	if lim.Kind == GCRA {
+		lim = c.learnedLimit(lim, now)
+		it.lim = lim
 		it.T, it.dvt = lim.Interval(), lim.Tolerance()
 		it.tat, it.prev = max(c.tat, now), c.tat
 		return
@@ -346,7 +376,7 @@ func charge(items []item, now, t int64, marks []mark, id uint64) {
 // status reports a limit's state after the decision, at t when the request
 // was admitted (and charged), at now when it was denied.
 func (it *item) status(now, t int64, allowed bool) Status {
-	var rem, reset int64
+	var rem, reset, rate int64
 	if it.lim.Kind == Concurrency {
 		// ResetAfter is when the last live lease expires unless renewed.
 		rem = it.lim.Rate - int64(len(it.c.leases))
@@ -360,6 +390,9 @@ func (it *item) status(now, t int64, allowed bool) Status {
 		}
 		rem = (it.dvt - (tat - at)) / it.T
 		reset = tat - now
+		if it.lim.Learn {
+			rate = it.lim.Rate
+		}
 	} else if it.lim.Kind == Rolling {
 		at := now
 		if allowed {
@@ -378,7 +411,7 @@ func (it *item) status(now, t int64, allowed bool) Status {
 		rem = it.lim.Rate - it.c.count(it.h[j])
 		reset = it.h[j+1] - now
 	}
-	return Status{Remaining: max(rem, 0), ResetAfter: Micros(reset)}
+	return Status{Remaining: max(rem, 0), ResetAfter: Micros(reset), Rate: rate}
 }
 
 // refund gives back what Cancel may, per package doc "Cancel": now is the

@@ -282,6 +282,13 @@ type Limit struct {
 	Burst int64
 	// Calendar places the windows of a Window limit.
 	Calendar Calendar
+	// Learn lets a GCRA limit follow the limit the vendor states (package
+	// doc "Learning"): Rate and Burst are the floor, and a larger figure
+	// stated through Reservation.Sync scales both, fleet-wide.
+	Learn bool
+	// Ceiling caps the rate a learning limit may learn; zero means none
+	// beyond what the stores can count exactly (LearnBounds).
+	Ceiling int64
 }
 
 // Validate reports whether the limit is possible, naming the limit.
@@ -294,6 +301,9 @@ func (l *Limit) Validate() error {
 	}
 	if l.Rate <= 0 {
 		return bad("rate %d must be at least 1", l.Rate)
+	}
+	if l.Learn && l.Kind != GCRA {
+		return bad("only a GCRA limit can learn, not a %v limit", l.Kind)
 	}
 	switch l.Kind {
 	case GCRA:
@@ -308,6 +318,9 @@ func (l *Limit) Validate() error {
 		}
 		if l.burst() > MaxExact/l.Interval() {
 			return bad("burst %d times the interval %dµs is above 2^51µs (71 years)", l.burst(), l.Interval())
+		}
+		if l.Ceiling != 0 && (!l.Learn || l.Ceiling < l.Rate) {
+			return bad("ceiling %d needs learn and at least the rate %d", l.Ceiling, l.Rate)
 		}
 	case Window:
 		if l.Rate > MaxExact {

@@ -107,6 +107,10 @@ func TestLimitValidate(t *testing.T) {
 		{quota.Limit{Name: "h", Kind: quota.Window, Rate: 1, Calendar: quota.Calendar{Unit: quota.Hour, Reset: time.Hour}}, `within the hour`},
 		{quota.Limit{Name: "d", Kind: quota.Window, Rate: 1, Calendar: quota.Calendar{Unit: quota.Day, Reset: -time.Minute}}, `within the day`},
 		{quota.Limit{Name: "k", Rate: 1}, `unknown kind`},
+		{quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true, Ceiling: 40}, ""},
+		{quota.Limit{Name: "lw", Kind: quota.Window, Rate: 1, Learn: true, Calendar: quota.Calendar{Unit: quota.Day}}, `only a GCRA limit can learn`},
+		{quota.Limit{Name: "c", Kind: quota.GCRA, Rate: 10, Period: time.Second, Ceiling: 40}, `ceiling 40 needs learn`},
+		{quota.Limit{Name: "cl", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true, Ceiling: 5}, `at least the rate 10`},
 	}
 	for _, tt := range tests {
 		err := tt.lim.Validate()
@@ -127,6 +131,38 @@ func TestIntervalRoundsUp(t *testing.T) {
 	}
 	if got, want := l.Tolerance(), int64(3*3333334); got != want {
 		t.Errorf("Tolerance() = %d, want %d", got, want)
+	}
+}
+
+// TestLearned: a learning limit runs at the stated rate within [Rate,
+// Ceiling] (and within 1 event per µs), its burst scaled alike, so that
+// its tolerance stays the configured one up to rounding.
+func TestLearned(t *testing.T) {
+	t.Parallel()
+	l := &quota.Limit{Name: "core", Kind: quota.GCRA, Rate: 4500, Period: time.Hour, Burst: 500, Learn: true}
+	for _, tc := range []struct{ stated, rate, burst int64 }{
+		{0, 4500, 500}, {100, 4500, 500}, {5000, 5000, 555}, {9000, 9000, 1000},
+		{1 << 60, time.Hour.Microseconds(), 400000000},
+	} {
+		got := l.Learned(tc.stated)
+		if got.Rate != tc.rate || got.Burst != tc.burst {
+			t.Errorf("Learned(%d) = rate %d burst %d, want %d, %d", tc.stated, got.Rate, got.Burst, tc.rate, tc.burst)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("Learned(%d): %v", tc.stated, err)
+		}
+	}
+	if got := l.Learned(4500); got != l {
+		t.Errorf("Learned at the floor made a copy: %+v", got)
+	}
+	capped := *l
+	capped.Ceiling = 6000
+	if got := capped.Learned(9000).Rate; got != 6000 {
+		t.Errorf("Learned(9000) with a ceiling of 6000: rate %d", got)
+	}
+	plain := &quota.Limit{Name: "p", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	if got := plain.Learned(30); got != plain {
+		t.Errorf("a limit that does not learn learned: %+v", got)
 	}
 }
 

@@ -303,9 +303,10 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	full, soonest := fullLease(items)
 	res.Allowed = full < 0 && ok && t-now <= req.MaxWaitMicros()
 	var ops ReservationOps
+	var b *booking
 	if res.Allowed {
 		res.Wait = Micros(t - now)
-		b := m.book(tag, req, t)
+		b = m.book(tag, req, t)
 		if hasLease(req) {
 			b.lease = m.leaseSeq.Add(1)
 			ops.Release, ops.Renew = b.release, b.renew
@@ -323,6 +324,12 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	}
 	for i := range items {
 		res.Limits[i] = items[i].status(now, t, res.Allowed)
+		if r := res.Limits[i].Rate; r != 0 && res.Allowed { // Settle and Sync work at it
+			if b.rates == nil {
+				b.rates = make([]int64, len(items))
+			}
+			b.rates[i] = r
+		}
 	}
 	return NewReservation(res, ops), nil
 }
@@ -338,6 +345,9 @@ type booking struct {
 	lease uint64 // the lease id, when the stack has Concurrency limits
 	stack []Item
 	marks []mark
+	// rates are the rates the learning limits ran at (Status.Rate), nil
+	// when the stack has none.
+	rates []int64
 	items [4]Item
 	mks   [4]mark
 }
@@ -374,7 +384,7 @@ func hasLease(req *Request) bool {
 func (b *booking) cells(s *shard, now int64) []item {
 	items := make([]item, len(b.stack))
 	for i := range b.stack {
-		items[i].lim, items[i].cost = b.stack[i].Limit, b.stack[i].Cost
+		items[i].lim, items[i].cost = b.limit(i, 0), b.stack[i].Cost
 		items[i].c = s.cell(b.tag, b.stack[i].Key, now)
 	}
 	return items
@@ -427,6 +437,17 @@ func (m *MemoryStore) WatchLeases(_ context.Context, tag, key string) (*LeaseWai
 	return m.waiters.Join(waiterID(SafeKey(tag), key), nil), nil
 }
 
+// limit returns the limit of item i as the booking works at it: a
+// learning limit at the rate stated, if any (a vendor's remaining counts
+// in its bucket as it states it), else at the rate the decision ran it.
+func (b *booking) limit(i int, stated int64) *Limit {
+	l := b.stack[i].Limit
+	if stated == 0 && b.rates != nil {
+		stated = b.rates[i]
+	}
+	return l.Learned(stated)
+}
+
 // sync is the reservation's Sync.
 func (b *booking) sync(ctx context.Context, obs []Observed) error {
 	if err := ctx.Err(); err != nil {
@@ -438,7 +459,13 @@ func (b *booking) sync(ctx context.Context, obs []Observed) error {
 	now := b.m.now()
 	for _, o := range obs {
 		it := &b.stack[o.Item]
-		drain(it.Limit, s.cell(b.tag, it.Key, now), b.marks[o.Item], o.Remaining, now)
+		c := s.cell(b.tag, it.Key, now)
+		if it.Limit.Learn && o.Limit > 0 {
+			c.learn(o.Limit, b.t, now)
+		}
+		if !o.LimitOnly {
+			drain(b.limit(o.Item, o.Limit), c, b.marks[o.Item], o.Remaining, now)
+		}
 	}
 	return nil
 }

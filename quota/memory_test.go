@@ -294,3 +294,36 @@ func BenchmarkMemoryReserve(b *testing.B) {
 		b.Run(fmt.Sprintf("limits=%d", depth), func(b *testing.B) { benchmarkMemory(b, depth) })
 	}
 }
+
+// TestMemoryLearnedExpires: a learned figure lives quota.LearnTTL after
+// the last response that stated it; then the limit is back at its floor.
+func TestMemoryLearnedExpires(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	ctx := context.Background()
+	l := &quota.Limit{Name: "core", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true}
+	req := &quota.Request{Tag: "v", Items: []quota.Item{{Limit: l, Key: "core"}}}
+	rate := func() int64 {
+		r, err := m.Reserve(ctx, req)
+		if err != nil || !r.Allowed {
+			t.Fatalf("Reserve: (%+v, %v)", r, err)
+		}
+		return r.Limits[0].Rate
+	}
+	r, err := m.Reserve(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx, []quota.Observed{{Limit: 30, LimitOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(quota.LearnTTL - time.Second)
+	if got := rate(); got != 30 {
+		t.Errorf("just before LearnTTL: rate %d, want the learned 30", got)
+	}
+	clock.Advance(time.Second)
+	if got := rate(); got != 10 {
+		t.Errorf("at LearnTTL: rate %d, want the floor 10", got)
+	}
+}

@@ -183,6 +183,10 @@ type Status struct {
 	// a GCRA limit drained, the current calendar window ended, or every
 	// bucket of a rolling window expired.
 	ResetAfter time.Duration
+	// Rate is, for a limit with Learn set, the rate the decision ran it
+	// at: its Rate, or the larger one learned (package doc "Learning").
+	// Zero for other limits.
+	Rate int64
 }
 
 // A Result is what a Store decided.
@@ -327,6 +331,14 @@ type Observed struct {
 	// at once, in the limit's own units (the caller maps the vendor's
 	// counter onto the limit). Negative counts as 0.
 	Remaining int64
+	// Limit is, for a limit with Learn set, the limit the vendor states
+	// in the limit's units per its Period (headroom applied), which the
+	// store records for every process's later decisions (package doc
+	// "Learning"); zero states none. Other limits ignore it.
+	Limit int64
+	// LimitOnly says the observation states only Limit: Remaining is not
+	// applied.
+	LimitOnly bool
 }
 
 // Sync drains the state of the observed limits to what the vendor reports
@@ -343,8 +355,14 @@ type Observed struct {
 // vendor's events fell in. Nor is a Concurrency limit: its leases are
 // what is in flight, which Release gives back.
 //
+// A learning limit (Limit.Learn) also records the vendor's stated Limit,
+// ordered by the reservations' slot times: a figure stated in the
+// response of a reservation older than the one that set the recorded
+// figure changes nothing, so a stale response cannot undo a newer plan.
+//
 // Call it only with figures below the reservation's own Status.Remaining,
-// or it is a round trip that changes nothing. A Sync of a denied or
+// or a stated limit other than its Status.Rate, or it is a round trip
+// that changes nothing. A Sync of a denied or
 // cancelled reservation, or with no observations, does nothing. An item
 // index outside the stack is an error wrapping ErrInvalid, and nothing is
 // synced.

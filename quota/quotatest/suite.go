@@ -409,6 +409,7 @@ func Run(t *testing.T, newStore NewStore) {
 	})
 	t.Run("Sync", func(t *testing.T) { testSync(t, newStore) })
 	t.Run("Sync rolling", func(t *testing.T) { testSyncRolling(t, newStore) })
+	t.Run("Learn", func(t *testing.T) { testLearn(t, newStore) })
 	t.Run("Rolling exact", func(t *testing.T) { testRollingExact(t, newStore) })
 	t.Run("Rolling utilisation", func(t *testing.T) { testRollingUtilisation(t, newStore) })
 	t.Run("Differential", func(t *testing.T) {

@@ -26,6 +26,13 @@ reservations made after this one, and is never loosened:
 A key that is gone (expired, flushed) reads as 0: the sync then rebuilds
 the state from the vendor's figure.
 
+Op "learn" (package quota's doc, "Learning"): the vendor stated the limit
+L of a learning limit in the response of a reservation whose slot was at.
+The limit's learned key (a hash: limit, at) records it unless it holds a
+figure stated for a later slot: a stale response changes nothing, while
+a newer one moves the figure either way. The key expires TTL after the
+last figure recorded.
+
 Op "release": give a lease back (a concurrency limit's key, a sorted set
 of lease id -> expiry: see reserve.lua, "Leases"): ZREM. Releasing a lease
 that expired or was released already does nothing. A lease that was still
@@ -61,8 +68,9 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
         "renew", lease id, TTL (µs)
         "settle", "g", mark (the tat set), delta, T (µs)
         "settle", "w", the window start charged, its end (µs), delta
+        "learn", L, at (µs), TTL (µs)
 Reply the number of entries that changed something: keys synced, leases
-renewed or released that were still held, items settled.
+renewed or released that were still held, items settled, figures learned.
 ]]
 
 local now
@@ -161,6 +169,15 @@ for i = 1, n do
       end
     end
     a = a + 5
+  elseif op == 'learn' then
+    local at = tonumber(ARGV[a + 2])
+    local prev = tonumber(redis.call('HGET', KEYS[i], 'at'))
+    if prev == nil or at >= prev then
+      redis.call('HSET', KEYS[i], 'limit', ARGV[a + 1], 'at', at)
+      redis.call('PEXPIRE', KEYS[i], ttl(tonumber(ARGV[a + 3])))
+      changed = changed + 1
+    end
+    a = a + 4
   else
     return redis.error_reply('ERR throttle: after.lua: unknown op ' .. tostring(op) .. ' ' .. tostring(kind))
   end

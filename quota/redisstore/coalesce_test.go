@@ -18,7 +18,7 @@ import (
 // it, for a call of several.
 func gcraPending(key string, T, dvt int64) *pending {
 	return &pending{ctx: context.Background(), tag: "v", keys: []string{key},
-		args: []any{nil, nil, nil, 8, 0, 1, 0, "g", 1, T, dvt}}
+		args: []any{nil, nil, nil, 9, 0, 1, 0, 0, "g", 1, T, dvt}}
 }
 
 // TestOneCallDecidesInOrder: the decisions of one call are decided one
@@ -47,7 +47,7 @@ func TestOneCallDecidesInOrder(t *testing.T) {
 	var d [4]decision
 	var errs [4]error
 	for i, x := range vals {
-		d[i], errs[i] = parseReserve(x, 1)
+		d[i], errs[i] = parseReserve(x, 1, 0)
 		if (errs[i] != nil) != (i == 1) {
 			t.Fatalf("decision %d: %v", i, errs[i])
 		}

@@ -105,7 +105,8 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	keys := make([][]string, len(reqs))
 	args := make([][]any, len(reqs))
 	for i, req := range reqs {
-		keys[i], args[i] = s.keys(req), s.peekArgs(req, clientNow)
+		keys[i], _ = s.learnedKeys(req, s.keys(req))
+		args[i] = s.peekArgs(req, clientNow)
 	}
 	out := make([]Snapshot, len(reqs))
 	if len(reqs) == 0 {
@@ -169,16 +170,19 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full
 // request of cost 0 and no max wait, with "peek" for the TTL slack.
 // clientNow places the calendar windows, as Reserve does.
 func (s *Store) peekArgs(req *quota.Request, clientNow time.Time) []any {
-	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), len(req.Pauses)}
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), len(req.Pauses), 0}
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		st := s.limitArgs(l)
-		switch l.Kind {
-		case quota.GCRA:
+		switch {
+		case l.Learn:
+			args = learnArgs(args, st, l, 0)
+			args[7] = args[7].(int) + 1 // nl
+		case l.Kind == quota.GCRA:
 			args = append(args, "g", 0, st.boxed[0], st.boxed[1])
-		case quota.Rolling:
+		case l.Kind == quota.Rolling:
 			args = append(args, "r", 0, st.boxed[0], st.boxed[1], st.boxed[2])
-		case quota.Concurrency:
+		case l.Kind == quota.Concurrency:
 			args = append(args, "c", st.boxed[0], st.boxed[1], "")
 		default:
 			args = append(args, "w", 0, st.boxed[0])
@@ -206,7 +210,7 @@ func checkInspect(req *quota.Request) error {
 func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 	const perItem = 5 // used, ahead, debt, next, exists
 	var snap Snapshot
-	n, np := len(req.Items), len(req.Pauses)
+	n, np, nl := len(req.Items), len(req.Pauses), len(keys)-len(req.Items)-len(req.Pauses)
 	out, ok := v.([]any)
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
@@ -215,16 +219,17 @@ func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 		return snap, err
 	}
 	vals, ok := out[0].([]any)
-	if want := 4 + (4+perItem)*n + np; !ok || len(vals) != want {
+	if want := 4 + (4+perItem)*n + np + nl; !ok || len(vals) != want {
 		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
 	}
-	d, err := parseReserve(vals[:4+4*n], n)
+	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[len(vals)-nl:]...), n, nl)
 	if err != nil {
 		return snap, err
 	}
+	learnedRates(req, d)
 	snap.Now = time.UnixMicro(d.now)
 	ints := make([]int64, 0, perItem*n+np)
-	for e := 4 + 4*n; e < len(vals); e++ {
+	for e := 4 + 4*n; e < len(vals)-nl; e++ {
 		x, ok := vals[e].(int64)
 		if !ok || x < 0 {
 			return snap, fmt.Errorf("%w: peek reply element %d is %v, want an integer >= 0", errReply, e, vals[e])

@@ -13,6 +13,7 @@ import (
 //	<prefix>{<tag>}:<key>              KeyItem
 //	<prefix>{<tag>}:!pause:<key>       KeyPause
 //	<prefix>{<tag>}:!cancelled:<key>   KeyCancelled
+//	<prefix>{<tag>}:!learned:<key>     KeyLearned
 //
 // tag and key pass through quota.SafeKey, so neither holds a brace and no
 // key starts with "!": a namespace ("!pause:", "!cancelled:") is never
@@ -35,12 +36,17 @@ const (
 	// reserved here so that ParseKey knows it and Reset deletes it with
 	// its item.
 	KeyCancelled
+	// KeyLearned is the companion of a learning GCRA limit's item key
+	// that records the limit the vendor stated (package quota's doc,
+	// "Learning"): a hash of the figure and the slot time of the
+	// reservation whose response stated it.
+	KeyLearned
 )
 
 // spaces are the namespaces that follow the tag, by kind.
-var spaces = [...]string{KeyItem: "", KeyPause: "!pause:", KeyCancelled: "!cancelled:"}
+var spaces = [...]string{KeyItem: "", KeyPause: "!pause:", KeyCancelled: "!cancelled:", KeyLearned: "!learned:"}
 
-// String returns "item", "pause" or "cancelled".
+// String returns "item", "pause", "cancelled" or "learned".
 func (k KeyKind) String() string {
 	switch k {
 	case KeyItem:
@@ -49,6 +55,8 @@ func (k KeyKind) String() string {
 		return "pause"
 	case KeyCancelled:
 		return "cancelled"
+	case KeyLearned:
+		return "learned"
 	}
 	return fmt.Sprintf("KeyKind(%d)", uint8(k))
 }
@@ -127,11 +135,19 @@ func TagMatch(tag string) string {
 }
 
 // cancelledKey returns the KeyCancelled key beside the item whose Redis
-// key, as writeKey wrote it, is itemKey: the same tag and key with the
-// namespace after "}:". Cancel derives it from the key the reservation
-// already holds instead of keeping the tag and item key for it. The tag
-// holds no "}" (quota.SafeKey), so the first "}:" after the prefix ends it.
-func (s *Store) cancelledKey(itemKey string) string {
+// key is itemKey. Cancel derives it from the key the reservation already
+// holds instead of keeping the tag and item key for it.
+func (s *Store) cancelledKey(itemKey string) string { return s.companion(itemKey, KeyCancelled) }
+
+// learnedKey returns the KeyLearned key beside the item whose Redis key
+// is itemKey, as cancelledKey does.
+func (s *Store) learnedKey(itemKey string) string { return s.companion(itemKey, KeyLearned) }
+
+// companion returns the key of kind beside the item whose Redis key, as
+// writeKey wrote it, is itemKey: the same tag and key with the namespace
+// after "}:". The tag holds no "}" (quota.SafeKey), so the first "}:"
+// after the prefix ends it.
+func (s *Store) companion(itemKey string, kind KeyKind) string {
 	i := len(s.prefix) + strings.Index(itemKey[len(s.prefix):], "}:") + len("}:")
-	return itemKey[:i] + spaces[KeyCancelled] + itemKey[i:]
+	return itemKey[:i] + spaces[kind] + itemKey[i:]
 }

@@ -213,13 +213,17 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	} else {
 		clientNow = time.UnixMicro(time.Now().UnixMicro())
 	}
-	argc, windows := 4, 0
+	keys, nl := s.learnedKeys(req, keys)
+	argc, windows := 5, 0
 	lease := ""
 	alone := false // only stacks of GCRA and window limits are coalesced
 	for i := range req.Items {
 		switch req.Items[i].Limit.Kind {
 		case quota.GCRA:
 			argc += 4
+			if req.Items[i].Limit.Learn {
+				argc += 4
+			}
 		case quota.Concurrency:
 			argc += 4
 			alone = true
@@ -242,15 +246,18 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	// Three slots for the call's now, slack and count (see call), then
 	// this decision's part.
 	args := make([]any, 3, 3+argc)
-	args = append(args, argc, req.MaxWaitMicros(), n, len(keys)-n)
+	args = append(args, argc, req.MaxWaitMicros(), n, len(keys)-n-nl, nl)
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		st := s.limitArgs(l)
-		switch l.Kind {
-		case quota.GCRA:
+		switch {
+		case l.Learn:
+			args = learnArgs(args, st, l, req.CostOf(i))
+			continue
+		case l.Kind == quota.GCRA:
 			args = append(args, "g", req.CostOf(i), st.boxed[0], st.boxed[1])
 			continue
-		case quota.Rolling:
+		case l.Kind == quota.Rolling:
 			args = append(args, "r", req.CostOf(i), st.boxed[0], st.boxed[1], st.boxed[2])
 			continue
 		}
@@ -268,7 +275,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
-	d, err := parseReserve(v, n)
+	d, err := parseReserve(v, n, nl)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -277,6 +284,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	}
 	wait := quota.Micros(d.t - d.now)
 	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
+	learnedRates(req, d)
 	if !d.allowed {
 		res.RetryAfter = wait
 		return quota.NewReservation(res, quota.ReservationOps{}), nil
@@ -294,6 +302,10 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		switch l.Kind {
 		case quota.GCRA:
 			bi.prev = d.prevs[i]
+			if l.Learn { // Sync and Settle work at the rate decided on
+				bi.floor, bi.learned = l, s.learnedKey(b.keys[i])
+				l = l.Learned(d.limits[i].Rate)
+			}
 			bi.T, bi.dvt = l.Interval(), l.Tolerance()
 			continue
 		case quota.Rolling:
@@ -374,6 +386,10 @@ type bookedItem struct {
 	end    int64 // window: the end of the window charged; rolling: the bucket width
 	rate   int64 // window: the quota
 	atMark int64 // window: its count right after the charge
+	// learned is a learning limit's learned key (package quota's doc,
+	// "Learning"), else "", and floor the limit as configured.
+	learned string
+	floor   *quota.Limit
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -420,10 +436,21 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
 	for _, o := range obs {
 		it := &b.items[o.Item]
+		T, dvt := it.T, it.dvt
+		if it.learned != "" && o.Limit > 0 {
+			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds())
+			keys = append(keys, it.learned)
+			// The vendor's remaining counts in its bucket as it states it.
+			l := it.floor.Learned(o.Limit)
+			T, dvt = l.Interval(), l.Tolerance()
+		}
+		if o.LimitOnly {
+			continue
+		}
 		r := max(o.Remaining, 0)
 		switch it.kind {
 		case quota.GCRA:
-			args = append(args, "sync", "g", it.T, it.dvt, min(r, it.dvt/it.T), it.mark)
+			args = append(args, "sync", "g", T, dvt, min(r, dvt/T), it.mark)
 		case quota.Window:
 			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
 		default:
@@ -650,6 +677,39 @@ func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
 	return [5]int64{s0.UnixMicro(), s1.UnixMicro(), e1.UnixMicro(), e2.UnixMicro(), e3.UnixMicro()}
 }
 
+// learnedKeys appends to keys (req's, as keys returns them) the learned
+// key of each of req's learning items, in stack order (reserve.lua's KEYS
+// after the pause keys), and returns them with their count.
+func (s *Store) learnedKeys(req *quota.Request, keys []string) ([]string, int) {
+	nl := 0
+	for i := range req.Items {
+		if req.Items[i].Limit.Learn {
+			keys = append(keys, s.learnedKey(keys[i]))
+			nl++
+		}
+	}
+	return keys, nl
+}
+
+// learnedRates sets the Status.Rate of each learning item of req to the
+// rate the decision d ran it at.
+func learnedRates(req *quota.Request, d decision) {
+	for i, j := 0, 0; j < len(d.learned); i++ {
+		if req.Items[i].Limit.Learn {
+			d.limits[i].Rate = d.learned[j]
+			j++
+		}
+	}
+}
+
+// learnArgs appends to args the item of learning limit l, whose static
+// arguments are st, for cost: "l", cost, T, DVT (at its floor), P, N, B,
+// hi (reserve.lua, "Learning").
+func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
+	_, hi := l.LearnBounds()
+	return append(args, "l", cost, st.boxed[0], st.boxed[1], l.Period.Microseconds(), l.Rate, l.Capacity(), hi)
+}
+
 // keys returns the Redis keys of req: its items, then its pauses. They
 // share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
@@ -700,13 +760,15 @@ type decision struct {
 	// mark (GCRA: the tat set; window, rolling: the window or bucket start
 	// charged) and the prev (GCRA: the stored tat the decision replaced).
 	marks, prevs []int64
+	// learned is the rate each learning item ran at, in stack order.
+	learned []int64
 }
 
 var errReply = errors.New("malformed reply")
 
 // parseReserve checks and parses a reply of reserve.lua for n items: every
 // element's type, the count, and the ranges of the values.
-func parseReserve(v any, n int) (decision, error) {
+func parseReserve(v any, n, nl int) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
 	var d decision
 	if err, ok := v.(error); ok { // an error reply for this decision alone
@@ -716,8 +778,8 @@ func parseReserve(v any, n int) (decision, error) {
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
-	if len(vals) != 4+perItem*n {
-		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n)
+	if len(vals) != 4+perItem*n+nl {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl)
 	}
 	var ints [4]int64
 	for i := range ints {
@@ -759,6 +821,17 @@ func parseReserve(v any, n int) (decision, error) {
 		d.limits[i] = quota.Status{Remaining: it[0], ResetAfter: quota.Micros(it[1])}
 		if d.marks != nil {
 			d.marks[i], d.prevs[i] = it[2], it[3]
+		}
+	}
+	if nl > 0 {
+		d.learned = make([]int64, nl)
+		for j := range d.learned {
+			e := 4 + perItem*n + j
+			x, ok := vals[e].(int64)
+			if !ok || x <= 0 {
+				return d, fmt.Errorf("%w: learned rate %v (element %d)", errReply, vals[e], e)
+			}
+			d.learned[j] = x
 		}
 	}
 	return d, nil

@@ -97,12 +97,22 @@ and a pause does not drain. Its reply is what a request of cost 0 sees,
 with the state's figures appended (below). This is how operators' tools
 read the state (inspect.go): one implementation of the math, here.
 
-KEYS  per request: its n item keys, in stack order, then its np pause keys
+Learning. A learning GCRA limit (package quota's doc, "Learning") reads
+the figure the vendor stated, recorded by after.lua in a hash beside its
+item key (field limit), clamps it to [N, hi] and runs at rate L per P
+with a burst of floor(B*L/N): T = ceil(P/L), DVT = floor(B*L/N)*T, as
+quota.Limit.Learned does. Go bounds hi so that B*L stays below 2^51.
+Only a learning item reads it: one HGET.
+
+KEYS  per request: its n item keys, in stack order, then its np pause
+      keys, then the nl learned keys of its learning items, in stack order
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
       request:
-      its count of ARGV entries (these four included), max wait (µs), n,
-      np, then per item either
+      its count of ARGV entries (these five included), max wait (µs), n,
+      np, nl, then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
+        "l", cost, T, DVT, P (µs), N, B, hi            a learning GCRA limit
+                                                      (T, DVT at rate N), or
         "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
         "r", cost, rate, P (µs), W (µs)               a rolling window, or
         "c", rate, TTL (µs), lease id                 a concurrency limit
@@ -126,6 +136,7 @@ Reply per request, either an error (the server's now is outside B0..B4,
       lease expires, 0 when none is held), exists (1 when the key exists);
       then per pause key the time it holds requests back until, 0 when it
       is not in force.
+      Last, per learning item, in stack order, the rate L it ran at.
 ]]
 
 local now
@@ -296,13 +307,26 @@ local function decide(kb, ab)
   local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
   for i = 1, n do key[i] = KEYS[kb + i] end
 
-  local a = ab + 4
+  local learned = {} -- the rates the learning items ran at
+  local a = ab + 5
   for i = 1, n do
     kind[i] = ARGV[a]
     cost[i] = tonumber(ARGV[a + 1])
-    if kind[i] == 'g' then
+    if kind[i] == 'g' or kind[i] == 'l' then
       T[i] = tonumber(ARGV[a + 2])
       dvt[i] = tonumber(ARGV[a + 3])
+      if kind[i] == 'l' then
+        local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+        local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
+        L = math.min(math.max(L, N), hi)
+        if L ~= N then
+          T[i] = math.floor((P + L - 1) / L)
+          dvt[i] = math.floor(B * L / N) * T[i]
+        end
+        learned[#learned + 1] = L
+        kind[i] = 'g'
+        a = a + 4
+      end
       stored[i] = gget(key[i])
       tat[i] = math.max(stored[i], now)
       a = a + 4
@@ -527,6 +551,7 @@ local function decide(kb, ab)
       reply[4 + 9 * n + p] = u
     end
   end
+  for _, L in ipairs(learned) do reply[#reply + 1] = L end
   return reply
 end
 
@@ -538,7 +563,7 @@ for r = 1, m do
     if type(rep) ~= 'table' then rep = redis.error_reply(tostring(rep)) end
   end
   out[r] = rep
-  kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3])
+  kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) + tonumber(ARGV[ab + 4])
   ab = ab + tonumber(ARGV[ab])
 end
 

@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// TestLearnedKey: a sync that states a learning limit's limit records it
+// in the limit's learned key (KeyLearned, ParseKey knows it) with a TTL of
+// quota.LearnTTL; a decision of the limit costs one HGET more than one of
+// a limit that does not learn, and nothing else.
+func TestLearnedKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	st := newStore(t, client, nil)
+	ctx := context.Background()
+	l := gcra("core", 10, time.Second, 0)
+	l.Learn = true
+	req := stack("v", l)
+	r := reserve(t, st, req, 1, 0)
+	if err := r.Sync(ctx, []quota.Observed{{Limit: 30, LimitOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	k := st.learnedKey(st.Key("v", "core"))
+	if tag, key, kind, ok := st.ParseKey(k); !ok || kind != KeyLearned || tag != "v" || key != "core" {
+		t.Errorf("ParseKey(%q) = %q, %q, %v, %v; want v, core, learned", k, tag, key, kind, ok)
+	}
+	if got := client.HGet(ctx, k, "limit").Val(); got != "30" {
+		t.Errorf("learned limit %q, want 30", got)
+	}
+	if ttl := client.PTTL(ctx, k).Val(); ttl <= quota.LearnTTL-time.Minute || ttl > quota.LearnTTL {
+		t.Errorf("learned key TTL %v, want about %v", ttl, quota.LearnTTL)
+	}
+
+	stats := srv.Client(t)
+	before := commandCalls(t, stats)
+	const n = 5
+	for i := 0; i < n; i++ {
+		if res := reserve(t, st, req, 1, 0); res.Limits[0].Rate != 30 {
+			t.Fatalf("decision %d ran at %d, want the learned 30", i, res.Limits[0].Rate)
+		}
+	}
+	ran := callsSince(before, commandCalls(t, stats))
+	want := map[string]int64{"evalsha": n, "time": n, "get": n, "hget": n, "set": n}
+	for cmd, c := range ran {
+		if c != want[cmd] {
+			t.Errorf("%d decisions of a learning limit ran %s %d times, want %d", n, cmd, c, want[cmd])
+		}
+	}
+	for cmd, c := range want {
+		if ran[cmd] != c {
+			t.Errorf("%d decisions of a learning limit ran %s %d times, want %d", n, cmd, ran[cmd], c)
+		}
+	}
+}
+
+// TestLearnCoalesced: decisions of one call with learning limits, among
+// ones without, each read their own learned key: the keys of a request
+// (items, pauses, learned) do not shift the next request's.
+func TestLearnCoalesced(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, quotatest.NewClock(start))
+	ctx := context.Background()
+	a, b := gcra("a", 10, time.Second, 0), gcra("b", 10, time.Second, 0)
+	a.Learn, b.Learn = true, true
+	plain := gcra("plain", 10, time.Second, 0)
+	ra := stack("v", plain, a)
+	ra.Pauses = []string{"p"}
+	rb := stack("v", b)
+	if err := reserve(t, st, ra, 1, 0).Sync(ctx, []quota.Observed{{Item: 1, Limit: 20, LimitOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserve(t, st, rb, 1, 0).Sync(ctx, []quota.Observed{{Limit: 40, LimitOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	// The decisions of one call, with the keys and arguments Reserve
+	// gives them: a request's learned keys come after its pause keys.
+	const T, dvt, P = 100_000, 1_000_000, 1_000_000
+	learn := []any{"l", 1, T, dvt, P, 10, 10, P}
+	pa := &pending{ctx: ctx, tag: "v",
+		keys: []string{st.Key("v", "plain"), st.Key("v", "a"), st.PauseKey("v", "p"), st.learnedKey(st.Key("v", "a"))},
+		args: append([]any{nil, nil, nil, 17, 0, 2, 1, 1, "g", 1, T, dvt}, learn...)}
+	pb := &pending{ctx: ctx, tag: "v", keys: []string{st.Key("v", "b"), st.learnedKey(st.Key("v", "b"))},
+		args: append([]any{nil, nil, nil, 13, 0, 1, 0, 1}, learn...)}
+	v, err := st.call(ctx, []*pending{pa, pb, pa})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := v.([]any)
+	for i, want := range []struct {
+		n, nl int
+		rate  int64
+	}{{2, 1, 20}, {1, 1, 40}, {2, 1, 20}} {
+		d, err := parseReserve(vals[i], want.n, want.nl)
+		if err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		if !d.allowed || d.learned[0] != want.rate {
+			t.Errorf("decision %d: allowed %v at rate %v, want admitted at %d", i, d.allowed, d.learned, want.rate)
+		}
+	}
+}
