@@ -219,6 +219,21 @@
 // unknown limit or to a rolling window (whose trailing count cannot be
 // placed in its buckets) and a missing or empty counters map are errors.
 //
+// A GCRA limit a counter is mapped to may learn the limit the vendor
+// states (quota.Limit.Learn, package quota's doc "Learning"):
+//
+//	limits:
+//	  - {name: core, limit: 4500/h burst 500, learn: true}
+//	  - {name: search, limit: 27/min burst 3, learn: {ceiling: 60}}
+//
+// The configured rate and burst are the floor; the learned rate is the
+// vendor's figure with the headroom applied (Provider.Published), the
+// burst scaled by the same factor, never above ceiling (headroom applied
+// too). learn on any other kind of limit, on a limit no sync maps, with a
+// ceiling below the rate, or with a headroom that stretches the limit's
+// period (2/s at 95% is 2 per 1.05s, which a stated limit per second
+// cannot scale) is an error.
+//
 // # Variables
 //
 // Every scalar value (not keys) may hold ${VAR} or ${VAR:-default}; "$$" is

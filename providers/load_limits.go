@@ -20,12 +20,13 @@ type limitNodes struct {
 	scope    *yaml.Node // its scope field, or nil
 	capacity *yaml.Node // where a too-small capacity is reported
 	capField string     // its field name
+	learn    *yaml.Node // its learn field, or nil
 	lim      *Limit
 }
 
 var limitFields = []string{
 	"name", "limit", "rate", "period", "burst", "quota", "per", "resets", "timezone",
-	"rolling", "scope", "missing", "only",
+	"rolling", "scope", "missing", "only", "learn",
 }
 
 func (l *loader) limits(n *yaml.Node, path string, bp int64, names map[string]string) ([]Limit, []*limitNodes) {
@@ -103,6 +104,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if q.Kind == quota.GCRA {
 		q.Rate, q.Period, q.Burst = scaleRate(d.sf.rate, d.sf.period, q.Burst, bp)
 	}
+	d.learn(q, bp)
 	lim := &Limit{Quota: q}
 	d.scope(lim)
 	d.missing(lim)

@@ -58,6 +58,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	if n := f["settle"]; n != nil {
 		p.Settle = l.settle(n, path+".settle", "provider "+p.Name, append(limitNodes, routeNodes...))
 	}
+	l.checkLearners(p, append(limitNodes, routeNodes...))
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
 	}
