@@ -15,7 +15,7 @@ import (
 func MapCounters(resp *http.Response, res *providers.Resolution, now time.Time) (map[string]int64, []error) {
 	readings, errs := backoff.ReadCounters(resp, res.Sync.Format, now)
 	out := map[string]int64{}
-	for _, o := range mapCounters(readings, res) {
+	for _, o := range mapCounters(readings, res, nil) {
 		out[res.Request.Items[o.Item].Limit.Name] = o.Remaining
 	}
 	return out, errs

@@ -47,8 +47,10 @@ func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *pr
 	}
 	var obs []quota.Observed
 	if rsv != nil && rsv.Allowed {
-		for _, o := range mapCounters(readings, res) {
-			if o.Item < len(rsv.Limits) && o.Remaining < rsv.Limits[o.Item].Remaining {
+		for _, o := range mapCounters(readings, res, rsv.Limits) {
+			drain := !o.LimitOnly && o.Item < len(rsv.Limits) && o.Remaining < rsv.Limits[o.Item].Remaining
+			if drain || o.Limit != 0 {
+				o.LimitOnly = !drain
 				obs = append(obs, o)
 			}
 		}
@@ -71,9 +73,14 @@ func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *pr
 // mapCounters maps the readings onto res's stack per res.Sync: for each
 // reading of a counter the configuration maps to a limit of the stack,
 // the limit's index in res.Request.Items and what it may still admit at
-// once (ourRemaining). A counter mapped to a limit not in this request's
-// stack, or a reading with nothing to drain to, is left out.
-func mapCounters(readings []backoff.Reading, res *providers.Resolution) []quota.Observed {
+// once (ourRemaining). For a learning limit (package quota's doc,
+// "Learning") whose decision (decided, the reservation's statuses) ran
+// at another rate than the one the reading states, the stated limit too
+// (Observed.Limit; LimitOnly when the reading has nothing to drain to):
+// the store records it only when it changes what decisions run at. A
+// counter mapped to a limit not in this request's stack, or a reading
+// with nothing to drain to nor to learn, is left out.
+func mapCounters(readings []backoff.Reading, res *providers.Resolution, decided []quota.Status) []quota.Observed {
 	var obs []quota.Observed
 	for _, rd := range readings {
 		name, ok := res.Sync.Counters[rd.Counter]
@@ -84,11 +91,35 @@ func mapCounters(readings []backoff.Reading, res *providers.Resolution) []quota.
 		if i < 0 {
 			continue // not in this request's stack
 		}
-		if r, ok := ourRemaining(rd, res.Request.Items[i].Limit, res.Provider); ok {
-			obs = append(obs, quota.Observed{Item: i, Remaining: r})
+		lim := res.Request.Items[i].Limit
+		o := quota.Observed{Item: i}
+		if stated, ok := statedLimit(rd, lim, res.Provider); ok {
+			lim = lim.Learned(stated) // the vendor's remaining counts in the bucket it states
+			if i < len(decided) && lim.Rate != decided[i].Rate {
+				o.Limit = stated
+			}
 		}
+		r, ok := ourRemaining(rd, lim, res.Provider)
+		if !ok && o.Limit == 0 {
+			continue
+		}
+		o.Remaining, o.LimitOnly = r, !ok
+		obs = append(obs, o)
 	}
 	return obs
+}
+
+// statedLimit returns the limit the vendor's counter rd states for lim,
+// a learning limit of provider p, in lim's units: its limit with p's
+// headroom applied. ok is false when lim does not learn, or rd states no
+// limit (none, or 0, which allows nothing and is no plan) or one over
+// another period than lim's. A figure out of lim's bounds is clamped by
+// the store (quota.Limit.LearnBounds).
+func statedLimit(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (int64, bool) {
+	if !lim.Learn || !rd.HasLimit || rd.Limit <= 0 || rd.Window != 0 && rd.Window != lim.Period {
+		return 0, false
+	}
+	return p.Published(rd.Limit), true
 }
 
 // ourRemaining maps a vendor's counter onto lim, a limit of provider p:
