@@ -125,7 +125,8 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	out := mustCLI(t, "validate", validFile)
 	for _, want := range []string{
-		"valid, 4 providers",
+		"valid, 5 providers",
+		"limit core learns the vendor's limit: 10/min at the least, no ceiling",
 		"3 concurrent lease 1m0s",
 		"10/min burst 5",
 		"100/day resets 00:00 America/Los_Angeles",
@@ -301,6 +302,20 @@ func TestStatusMatchesReservations(t *testing.T) {
 	out := mustCLI(t, f.args("status", "tenants")...)
 	if !regexp.MustCompile(`tenants\s+quota\s+business\s+busy\s+5/min\s+4\s+1/5`).MatchString(out) {
 		t.Errorf("table lacks busy's row:\n%s", out)
+	}
+}
+
+// TestStatusLearned: status shows a learning limit as decisions run it,
+// at the figure the store learned, marked so.
+func TestStatusLearned(t *testing.T) {
+	t.Parallel()
+	f := startFixture(t)
+	r := f.reserve(t, "https://api.learner.test/x", "")
+	if err := r.Sync(context.Background(), []quota.Observed{{Limit: 30, LimitOnly: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(t, f.status(t, "learner"), "learner", "core", ""); row.Spec != "30/min (learned)" || row.Capacity != 30 {
+		t.Errorf("learner core: %+v, want spec 30/min (learned), capacity 30", row)
 	}
 }
 

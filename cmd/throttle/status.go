@@ -467,9 +467,13 @@ func (g *group) rows(pause time.Time) []row {
 	g.score = 1
 	for i, lim := range g.lims {
 		it := g.snap.Items[i]
-		q := lim.Quota
+		q := lim.Quota.Learned(it.Rate) // a learning limit as decisions run it now
+		sp := spec(q)
+		if q != lim.Quota {
+			sp += " (learned)"
+		}
 		r := row{
-			Limit: q.Name, Kind: q.Kind.String(), Spec: spec(q), Scope: lim.Scope.String(), Value: g.part,
+			Limit: q.Name, Kind: q.Kind.String(), Spec: sp, Scope: lim.Scope.String(), Value: g.part,
 			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead, Debt: it.Debt,
 			NextExpiryMS: ceilMS(it.NextExpiry), ResetAfterMS: ceilMS(it.ResetAfter),
 			Key: it.Key, Exists: it.Exists,

@@ -180,6 +180,15 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
+		for _, l := range allLimits(p) {
+			if q := l.lim.Quota; q.Learn {
+				most := "no ceiling"
+				if q.Ceiling != 0 {
+					most = fmt.Sprintf("%d/%s at most", q.Ceiling, periodString(q.Period))
+				}
+				fmt.Fprintf(w, "  limit %s learns the vendor's limit: %s at the least, %s\n", q.Name, spec(q), most)
+			}
+		}
 		for i := range p.Routes {
 			if r := &p.Routes[i]; r.Sync != nil {
 				fmt.Fprintf(w, "  route %s sync: %s\n", routeString(r), syncString(r.Sync))

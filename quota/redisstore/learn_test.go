@@ -12,13 +12,14 @@ import (
 
 // TestLearnedKey: a sync that states a learning limit's limit records it
 // in the limit's learned key (KeyLearned, ParseKey knows it) with a TTL of
-// quota.LearnTTL; a decision of the limit costs one HGET more than one of
-// a limit that does not learn, and nothing else.
+// quota.LearnTTL; Inspect and decisions run the limit at it, and a
+// decision costs one HGET more than one of a limit that does not learn,
+// and nothing else.
 func TestLearnedKey(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	st := newStore(t, client, nil)
+	st := newStore(t, client, quotatest.NewClock(start)) // a stepped clock: the figures below are exact
 	ctx := context.Background()
 	l := gcra("core", 10, time.Second, 0)
 	l.Learn = true
@@ -34,8 +35,14 @@ func TestLearnedKey(t *testing.T) {
 	if got := client.HGet(ctx, k, "limit").Val(); got != "30" {
 		t.Errorf("learned limit %q, want 30", got)
 	}
-	if ttl := client.PTTL(ctx, k).Val(); ttl <= quota.LearnTTL-time.Minute || ttl > quota.LearnTTL {
-		t.Errorf("learned key TTL %v, want about %v", ttl, quota.LearnTTL)
+	if ttl := client.PTTL(ctx, k).Val() - time.Duration(testSlack)*time.Millisecond; ttl <= quota.LearnTTL-time.Minute || ttl > quota.LearnTTL {
+		t.Errorf("learned key TTL %v beyond the test's slack, want about %v", ttl, quota.LearnTTL)
+	}
+
+	// A peek (Inspect) runs the limit as decisions do: the reservation
+	// made at 10/s occupies 100ms, 3 events at 30/s.
+	if snap, err := st.Inspect(ctx, &req); err != nil || snap.Items[0].Rate != 30 || snap.Items[0].Remaining != 27 {
+		t.Errorf("Inspect: (%+v, %v), want rate 30 and 27 remaining", snap, err)
 	}
 
 	stats := srv.Client(t)
@@ -47,7 +54,7 @@ func TestLearnedKey(t *testing.T) {
 		}
 	}
 	ran := callsSince(before, commandCalls(t, stats))
-	want := map[string]int64{"evalsha": n, "time": n, "get": n, "hget": n, "set": n}
+	want := map[string]int64{"evalsha": n, "get": n, "hget": n, "set": n}
 	for cmd, c := range ran {
 		if c != want[cmd] {
 			t.Errorf("%d decisions of a learning limit ran %s %d times, want %d", n, cmd, c, want[cmd])
