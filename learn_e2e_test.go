@@ -6,8 +6,10 @@ package throttle_test
 // configured one and which states it on every response
 // (X-RateLimit-Limit). Every clock is one stepped clock and requests go
 // one at a time, so the outcome does not depend on the machine's speed.
+// Last, what the transport sends the store for stated limits (httpmock).
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -19,8 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jarcoal/httpmock"
+
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/quota/redisstore"
 	"github.com/fleetquota/throttle/throttletest"
@@ -175,5 +180,47 @@ func TestE2ELearnsPlanDowngrade(t *testing.T) {
 	}
 	if _, throttled := v.Counts(); throttled != 0 {
 		t.Errorf("the vendor throttled %d requests after the downgrade, want 0", throttled)
+	}
+}
+
+// TestLearnIgnoresGarbageAndCostsNoRoundTripWhenSteady: a limit that no
+// valid header states (negative, non-numeric, zero, overflowing) is not
+// recorded and costs no store call; a valid one is recorded with one
+// call, and the same figure again costs none.
+func TestLearnIgnoresGarbageAndCostsNoRoundTripWhenSteady(t *testing.T) {
+	t.Parallel()
+	store := &syncCounting{}
+	f := newFixture(t, `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    on_limit: fail
+    limits:
+      - {name: core, limit: 10/h, learn: true}
+    sync: {format: x-ratelimit, counters: {default: core}}
+`, throttle.WithStore(store))
+	store.Store = quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
+	ctx := context.Background()
+	respond := func(limit string) {
+		t.Helper()
+		f.mock.RegisterResponder("GET", "https://api.vendor.test/x", func(*http.Request) (*http.Response, error) {
+			resp := httpmock.NewStringResponse(200, "{}")
+			resp.Header.Set("X-RateLimit-Limit", limit)
+			return resp, nil
+		})
+		if _, err := f.do(ctx, "GET", "https://api.vendor.test/x"); err != nil {
+			t.Fatalf("X-RateLimit-Limit %q: %v", limit, err)
+		}
+	}
+	for _, garbage := range []string{"-5", "abc", "0", "99999999999999999999", "3.5"} {
+		respond(garbage)
+	}
+	if n := store.syncs.Load(); n != 0 {
+		t.Errorf("%d store calls for garbage limits, want 0", n)
+	}
+	respond("30")
+	respond("30")
+	if n := store.syncs.Load(); n != 1 {
+		t.Errorf("%d store calls for a limit of 30 stated twice, want 1: the second decision ran at 30 already", n)
 	}
 }
