@@ -24,6 +24,7 @@
 //	<prefix>{<tag>}:<item key>
 //	<prefix>{<tag>}:!pause:<pause key>
 //	<prefix>{<tag>}:!cancelled:<item key>   (reserved: a GCRA item's cancelled slots)
+//	<prefix>{<tag>}:!learned:<item key>     (a learning GCRA item's stated limit)
 //
 // where tag and keys pass through quota.SafeKey. One function writes this
 // layout (keys.go) and Store.ParseKey reads it back, with the KeyKind of
@@ -51,7 +52,9 @@
 // cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
 // "sync" per item, one call for every limit a response drains), which
 // writes only the item keys, and rebuilds a key Redis lost from the
-// vendor's figure. Every key expires when its state is back to idle; a
+// vendor's figure; its op "learn" writes a learning limit's "!learned:"
+// key, a hash (limit, at) that reserve.lua reads for that item alone
+// (package quota's doc, "Learning"), expiring quota.LearnTTL after. Every key expires when its state is back to idle; a
 // pause key quota.PauseDrain after the pause, while it still drains the
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
