@@ -44,6 +44,26 @@ func settleVendor(t *testing.T, bodies map[string]string) *throttletest.Vendor {
 	})})
 }
 
+// settleGet sends a GET to url through tr with the given per-limit costs
+// and reads read bytes of the body (all of it when read < 0).
+func settleGet(ctx context.Context, tr *throttle.Transport, url string, costs map[string]int64, read int) error {
+	for name, n := range costs {
+		ctx = throttle.WithLimitCost(ctx, name, n)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if read < 0 {
+		_, err = io.Copy(io.Discard, resp.Body)
+	} else {
+		_, err = io.CopyN(io.Discard, resp.Body, int64(read))
+	}
+	return err
+}
+
 // TestSettle: each built-in settler reads the actual usage from the body
 // the caller reads (a JSON body's usage, a stream's usage events), and the
 // reservation is settled: the unused estimate comes back, an excess delays
@@ -58,21 +78,7 @@ func TestSettle(t *testing.T) {
 	var tr *throttle.Transport // a fresh one, with its own store, per scenario
 	get := func(ctx context.Context, path string, costs map[string]int64, read int) error {
 		t.Helper()
-		for name, n := range costs {
-			ctx = throttle.WithLimitCost(ctx, name, n)
-		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+path, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if read < 0 {
-			_, err = io.Copy(io.Discard, resp.Body)
-		} else {
-			_, err = io.CopyN(io.Discard, resp.Body, int64(read))
-		}
-		return err
+		return settleGet(ctx, tr, v.URL+path, costs, read)
 	}
 	admitted := func(ctx context.Context, what, path string, costs map[string]int64, read int) {
 		t.Helper()
@@ -204,17 +210,7 @@ providers:
 	tr, _ := e2eTransport(t, yaml, v.Host())
 	get := func(ctx context.Context, path string, costs map[string]int64) error {
 		t.Helper()
-		for name, n := range costs {
-			ctx = throttle.WithLimitCost(ctx, name, n)
-		}
-		req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+path, nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+		return settleGet(ctx, tr, v.URL+path, costs, -1)
 	}
 	ctx := context.Background()
 	for _, step := range []struct {

@@ -146,14 +146,7 @@ func (l *loader) sync(n *yaml.Node, path, what string, stacks ...[]*limitNodes) 
 			ok = false
 			continue
 		}
-		var found *Limit
-		for _, lns := range stacks {
-			for _, ln := range lns {
-				if ln.lim.Quota.Name == name {
-					found = ln.lim
-				}
-			}
-		}
+		found := limitNamed(name, stacks)
 		if found == nil {
 			l.add(v, kp, "no limit %q in %s: sync maps a vendor counter to a limit of it", name, what)
 			ok = false

@@ -128,14 +128,7 @@ func (l *loader) settle(n *yaml.Node, path, what string, stacks ...[]*limitNodes
 			good = false
 			continue
 		}
-		var found *Limit
-		for _, lns := range stacks {
-			for _, ln := range lns {
-				if ln.lim.Quota.Name == name {
-					found = ln.lim
-				}
-			}
-		}
+		found := limitNamed(name, stacks)
 		switch {
 		case found == nil:
 			l.add(v, kp, "no limit %s in %s: settle maps a figure of the response to a limit of it", quote(name), what)
@@ -152,4 +145,18 @@ func (l *loader) settle(n *yaml.Node, path, what string, stacks ...[]*limitNodes
 		return nil
 	}
 	return st
+}
+
+// limitNamed returns the limit named name among stacks (the last one, as
+// names are unique within a provider), or nil.
+func limitNamed(name string, stacks [][]*limitNodes) *Limit {
+	var found *Limit
+	for _, lns := range stacks {
+		for _, ln := range lns {
+			if ln.lim.Quota.Name == name {
+				found = ln.lim
+			}
+		}
+	}
+	return found
 }
