@@ -162,7 +162,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for {
 		v, err := w.refresh(ctx)
-		if ctx.Err() != nil {
+		if over(ctx) {
 			return nil
 		}
 		if err != nil {
@@ -186,6 +186,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case <-t.C:
 		}
 	}
+}
+
+// over reports whether ctx has ended or its deadline has passed. A
+// refresh cut by the caller's deadline can fail an instant before ctx
+// says so (a socket deadline set from it fires first): that refresh is
+// the end of the watch, not a failed frame.
+func over(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // view is one refresh, as --json writes it.
