@@ -97,11 +97,7 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// Go places the calendar windows around its own clock, as Reserve.
-	clientNow := time.Now()
-	if s.clock != nil {
-		clientNow = s.clock.Now()
-	}
+	clientNow := s.clientNow() // the windows are placed as Reserve places them
 	keys := make([][]string, len(reqs))
 	args := make([][]any, len(reqs))
 	for i, req := range reqs {
@@ -173,21 +169,10 @@ func (s *Store) peekArgs(req *quota.Request, clientNow time.Time) []any {
 	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), len(req.Pauses), 0}
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		st := s.limitArgs(l)
-		switch {
-		case l.Learn:
-			args = learnArgs(args, st, l, 0)
+		if l.Learn {
 			args[7] = args[7].(int) + 1 // nl
-		case l.Kind == quota.GCRA:
-			args = append(args, "g", 0, st.boxed[0], st.boxed[1])
-		case l.Kind == quota.Rolling:
-			args = append(args, "r", 0, st.boxed[0], st.boxed[1], st.boxed[2])
-		case l.Kind == quota.Concurrency:
-			args = append(args, "c", st.boxed[0], st.boxed[1], "")
-		default:
-			args = append(args, "w", 0, st.boxed[0])
-			args = append(args, s.windowArgs(l.Calendar, clientNow).boxed[:]...)
 		}
+		args, _ = s.appendItem(args, l, 0, "", clientNow)
 	}
 	args[3] = len(args) - 3 // the request's count of ARGV entries
 	return args

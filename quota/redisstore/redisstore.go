@@ -205,14 +205,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	n := len(req.Items)
 	keys := s.keys(req)
 
-	// Go places the calendar windows around its own clock; the script
-	// takes its now from the server unless a test clock is set.
-	var clientNow time.Time
-	if s.clock != nil {
-		clientNow = time.UnixMicro(s.clock.Now().UnixMicro())
-	} else {
-		clientNow = time.UnixMicro(time.Now().UnixMicro())
-	}
+	clientNow := s.clientNow()
 	keys, nl := s.learnedKeys(req, keys)
 	argc, windows := 5, 0
 	lease := ""
@@ -248,27 +241,11 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	args := make([]any, 3, 3+argc)
 	args = append(args, argc, req.MaxWaitMicros(), n, len(keys)-n-nl, nl)
 	for i := range req.Items {
-		l := req.Items[i].Limit
-		st := s.limitArgs(l)
-		switch {
-		case l.Learn:
-			args = learnArgs(args, st, l, req.CostOf(i))
-			continue
-		case l.Kind == quota.GCRA:
-			args = append(args, "g", req.CostOf(i), st.boxed[0], st.boxed[1])
-			continue
-		case l.Kind == quota.Rolling:
-			args = append(args, "r", req.CostOf(i), st.boxed[0], st.boxed[1], st.boxed[2])
-			continue
+		var w *windowArgs
+		args, w = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), lease, clientNow)
+		if w != nil {
+			bounds = append(bounds, w)
 		}
-		if l.Kind == quota.Concurrency {
-			args = append(args, "c", st.boxed[0], st.boxed[1], lease)
-			continue
-		}
-		w := s.windowArgs(l.Calendar, clientNow)
-		bounds = append(bounds, w)
-		args = append(args, "w", req.CostOf(i), st.boxed[0])
-		args = append(args, w.boxed[:]...)
 	}
 
 	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: args}, alone)
@@ -534,6 +511,38 @@ func (b *booking) leases(ctx context.Context, op string) error {
 		}
 	}
 	return b.after(ctx, op, keys, args)
+}
+
+// clientNow is the time Go places the calendar windows around: its own
+// clock (or the test clock), to the microsecond; the script takes its now
+// from the server unless a test clock is set.
+func (s *Store) clientNow() time.Time {
+	if s.clock != nil {
+		return time.UnixMicro(s.clock.Now().UnixMicro())
+	}
+	return time.UnixMicro(time.Now().UnixMicro())
+}
+
+// appendItem appends one item's part of reserve.lua's ARGV (its header,
+// "ARGV"): the kind, the cost and the limit's fixed arguments; lease for a
+// concurrency limit; for a calendar window its starts around clientNow,
+// which it also returns (nil for the other kinds). Reserve and Inspect's
+// peek build their items with it, so the two cannot drift apart.
+func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, lease string, clientNow time.Time) ([]any, *windowArgs) {
+	st := s.limitArgs(l)
+	switch {
+	case l.Learn:
+		return learnArgs(args, st, l, cost), nil
+	case l.Kind == quota.GCRA:
+		return append(args, "g", cost, st.boxed[0], st.boxed[1]), nil
+	case l.Kind == quota.Rolling:
+		return append(args, "r", cost, st.boxed[0], st.boxed[1], st.boxed[2]), nil
+	case l.Kind == quota.Concurrency:
+		return append(args, "c", st.boxed[0], st.boxed[1], lease), nil
+	}
+	w := s.windowArgs(l.Calendar, clientNow)
+	args = append(args, "w", cost, st.boxed[0])
+	return append(args, w.boxed[:]...), w
 }
 
 // nowArg is the now a script takes: "" for the server's TIME, or the test
