@@ -95,14 +95,14 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	d.resets()
 	d.timezone()
 	d.calendar(q)
-	q.Kind = d.sf.kind
-	q.Rate = scale(d.sf.rate, bp)
-	q.Period = d.sf.period
+	q.Kind, q.Period = d.sf.kind, d.sf.period
 	if d.sf.burst != 0 {
 		q.Burst = scale(d.sf.burst, bp)
 	}
 	if q.Kind == quota.GCRA {
 		q.Rate, q.Period, q.Burst = scaleRate(d.sf.rate, d.sf.period, q.Burst, bp)
+	} else {
+		q.Rate = scale(d.sf.rate, bp)
 	}
 	d.learn(q, bp)
 	lim := &Limit{Quota: q}
