@@ -524,3 +524,18 @@ func parseScope(s string) (Scope, bool) {
 	}
 	return Scope{}, false
 }
+
+// limitNamed returns the limit named name among stacks, or nil. Names are
+// unique within a provider; after a duplicate, which Load reports, it is
+// the last one.
+func limitNamed(name string, stacks [][]*limitNodes) *Limit {
+	var found *Limit
+	for _, lns := range stacks {
+		for _, ln := range lns {
+			if ln.lim.Quota.Name == name {
+				found = ln.lim
+			}
+		}
+	}
+	return found
+}

@@ -210,15 +210,7 @@ func (l *loader) costs(n *yaml.Node, path string, stacks ...[]*limitNodes) map[s
 	ok := true
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		found := false
-		for _, lns := range stacks {
-			for _, ln := range lns {
-				if ln.lim.Quota.Name == k.Value {
-					found = true
-				}
-			}
-		}
-		if !found {
+		if limitNamed(k.Value, stacks) == nil {
 			l.add(k, join(path, k.Value), "no limit %q in this route's stack: costs names limits of the provider or the route", k.Value)
 			ok = false
 			continue

@@ -146,17 +146,3 @@ func (l *loader) settle(n *yaml.Node, path, what string, stacks ...[]*limitNodes
 	}
 	return st
 }
-
-// limitNamed returns the limit named name among stacks (the last one, as
-// names are unique within a provider), or nil.
-func limitNamed(name string, stacks [][]*limitNodes) *Limit {
-	var found *Limit
-	for _, lns := range stacks {
-		for _, ln := range lns {
-			if ln.lim.Quota.Name == name {
-				found = ln.lim
-			}
-		}
-	}
-	return found
-}
