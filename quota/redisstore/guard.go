@@ -35,6 +35,16 @@ func (c script) do(ctx context.Context) (any, error) {
 	return c.sc.Run(ctx, c.client, c.keys, c.args...).Result()
 }
 
+// byDeadline returns err, saying which deadline caused it when ctx's
+// deadline has passed: a deadline that reached the socket first shows as
+// an i/o timeout, which callers could not tell from a slow network.
+func byDeadline(ctx context.Context, err error) error {
+	if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
+}
+
 // bounded runs c with the store's timeout: the one timeout guard of every
 // call the store makes, decisions (run) and operators' reads (inspect.go)
 // alike. With a client that honours context deadlines on its sockets
@@ -48,11 +58,7 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	defer cancel()
 	if !s.guard {
 		v, err := c.do(ctx)
-		if cerr := ended(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
-			// The deadline reached the socket as an i/o timeout.
-			err = fmt.Errorf("%w (%w)", cerr, err)
-		}
-		return v, err
+		return v, byDeadline(ctx, err)
 	}
 	type result struct {
 		v   T

@@ -76,7 +76,7 @@ func (s *Store) checkPolicy(ctx context.Context) error {
 func (s *Store) runPolicyCheck(f *policyFlight) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	err := evictionPolicy(ctx, s.client)
+	err := byDeadline(ctx, evictionPolicy(ctx, s.client))
 	if err == nil {
 		s.policy.passed.Store(true)
 	}
