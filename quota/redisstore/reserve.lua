@@ -40,9 +40,11 @@ windows that have ended and sets the key's expiry, which a later charge of
 the same window leaves as it is.
 
 Cost. What a call costs Redis is mostly its redis.call's (about 1 µs each
-beyond the command's own work) and the tables it makes, so the script
-reads nothing a kind does not need, reads the pause keys with one MGET,
-and makes the per-kind tables only for a stack that has such a limit.
+beyond the command's own work) and the tables it makes (about 0.1 µs each
+with the garbage they leave), so the script reads nothing a kind does not
+need, reads the pause keys with one MGET, keeps an item's state in one
+table (not a table per field), and makes the window view only for a call
+that has a window limit. A lone 1-GCRA decision makes 7 tables.
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -158,30 +160,13 @@ end
 -- once, at the end (flush), so that the decisions of one call that share
 -- keys cost one read and one write per key, not per decision. GCRA: gval
 -- (key -> stored tat, 0 when missing), gw and gorder (the keys to write,
--- in order). Window: wval (key -> field -> count, as the decisions so far
--- left it), winc and worder (key -> field -> increment to write, and the
--- keys in order), wclean (key -> the first charge of a window: the
--- window starts, j, the ARGV index of B0 and the end of the latest
--- window charged).
+-- in order). Window, made with the call's first window item: wval (key ->
+-- field -> count, as the decisions so far left it), winc and worder (key
+-- -> field -> increment to write, and the keys in order), wclean (key ->
+-- the first charge of a window: the window starts, j, the ARGV index of
+-- B0 and the end of the latest window charged).
 local gval, gw, gorder = {}, {}, {}
-local wval, winc, worder, wclean = {}, {}, {}, {}
-
-local function gget(k)
-  local v = gval[k]
-  if v == nil then
-    v = tonumber(redis.call('GET', k)) or 0
-    gval[k] = v
-  end
-  return v
-end
-
-local function gset(k, v)
-  if not gw[k] then
-    gw[k] = true
-    gorder[#gorder + 1] = k
-  end
-  gval[k] = v
-end
+local wval, winc, worder, wclean
 
 -- wget returns the counts of key k's fields, having read those of the
 -- fields ARGV[from .. to] that the call has not read yet.
@@ -203,101 +188,87 @@ local function wget(k, from, to)
   return h
 end
 
-local function wcharge(k, f, c)
-  local inc = winc[k]
-  if inc == nil then
-    inc = {}
-    winc[k] = inc
-    worder[#worder + 1] = k
-  end
-  inc[f] = (inc[f] or 0) + c
-  wval[k][f] = wval[k][f] + c
-end
-
--- The state of the decision being made, which the next one in the call
--- reuses (each writes what it reads): key (its item keys) and per item:
--- kind, cost; GCRA: T, dvt, stored (the key as read, 0 when missing),
--- tat. The tables of the other kinds are made only when the call has
--- such a limit (a table costs the script more than a command's
--- own work): window: rate, bs (starts, 0-based), at (ARGV index of B0),
--- wj (window of now), hz (horizon index), cnt (counts by window index, of
--- the windows j .. horizon, as read).
-local key, kind, cost, T, dvt, tat, stored = {}, {}, {}, {}, {}, {}, {}
-local rate, bs, at, wj, hz, cnt
--- Rolling: per (period), wid (bucket width), rsum (the sum at now), rold,
--- rnew (the key's old and new, nil when it counts nothing), rreset (delete
--- the key before writing), gone (fields of buckets expired by now), due
--- (the earliest time it admits), rb and rs (the walk: the next bucket and
--- the sum of the buckets from it on), rc (counts read, by bucket start).
-local per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc
-
 local function field(b)
   return string.format('%d', b)
 end
 
--- count returns the count of item i's bucket b, reading it once.
-local function count(i, b)
-  local c = rc[i][b]
+-- The items of the decision being made: items[i] is item i's table, made
+-- by decide with every field its kind uses (one table per item: a table
+-- costs the script more than a command's own work, so there are no
+-- per-field tables). Every kind: kind ('g', 'w', 'r' or 'c'), key, cost.
+-- GCRA: T, dvt, stored (the key as read, 0 when missing), tat. Window:
+-- rate, bs (its starts, 0-based), at (ARGV index of B0), j (window of
+-- now), hz (horizon index), cnt (counts by window index, of the windows
+-- j .. horizon, as read). Rolling: rate, per (period), wid (bucket
+-- width), sum (at now), old, new (the key's, nil when it counts nothing),
+-- reset (delete the key before writing), gone (fields of buckets expired
+-- by now), due (the earliest time it admits), rb and rs (the walk: the
+-- next bucket and the sum of the buckets from it on), rc (counts read, by
+-- bucket start). Concurrency: rate, T (its lease TTL), lid (the lease
+-- id), live (the live leases), soonest (when they fill the limit, the
+-- soonest expiry).
+local items = {}
+
+-- count returns the count of rolling item x's bucket b, reading it once.
+local function count(x, b)
+  local c = x.rc[b]
   if c == nil then
-    c = tonumber(redis.call('HGET', key[i], field(b))) or 0
-    rc[i][b] = c
+    c = tonumber(redis.call('HGET', x.key, field(b))) or 0
+    x.rc[b] = c
   end
   return c
 end
 
--- rollAt returns what rolling item i counts at t: its walk moves on over
+-- rollAt returns what rolling item x counts at t: its walk moves on over
 -- the buckets expired by t. t never goes back.
-local function rollAt(i, t)
-  local b, W, P = rb[i], wid[i], per[i]
-  while b ~= nil and b <= rnew[i] and b + W + P <= t do
-    rs[i] = rs[i] - count(i, b)
+local function rollAt(x, t)
+  local b, W, P = x.rb, x.wid, x.per
+  while b ~= nil and b <= x.new and b + W + P <= t do
+    x.rs = x.rs - count(x, b)
     b = b + W
   end
-  rb[i] = b
-  return rs[i]
+  x.rb = b
+  return x.rs
 end
 
--- Per concurrency item: the lease id, the live leases and, when they fill
--- the limit, the soonest expiry (its lease TTL is in T).
-local lid, live, soonest
-
--- slot returns the window of item i that holds t, or nil past its horizon.
-local function slot(i, t)
-  local b = bs[i]
-  for k = wj[i], hz[i] - 1 do
+-- slot returns the window of window item x that holds t, or nil past its
+-- horizon.
+local function slot(x, t)
+  local b = x.bs
+  for k = x.j, x.hz - 1 do
     if t < b[k + 1] then return k end
   end
   return nil
 end
 
 -- peekItem appends to reply, from index r on, the figures a peek adds for
--- item i (see Reply), which has rem remaining.
-local function peekItem(reply, r, i, rem)
+-- item x, which has rem remaining (see Reply).
+local function peekItem(reply, r, x, rem)
   local used, ahead, debt, soon = 0, 0, 0, 0
-  if kind[i] == 'g' then
-    used = math.floor(dvt[i] / T[i]) - rem
-    local over = tat[i] - now - dvt[i]
-    if over > 0 then debt = math.ceil(over / T[i]) end
-  elseif kind[i] == 'c' then
-    used = live[i]
+  if x.kind == 'g' then
+    used = math.floor(x.dvt / x.T) - rem
+    local over = x.tat - now - x.dvt
+    if over > 0 then debt = math.ceil(over / x.T) end
+  elseif x.kind == 'c' then
+    used = x.live
     if used > 0 then
-      local first = redis.call('ZRANGE', key[i], '(' .. string.format('%d', now), '+inf',
+      local first = redis.call('ZRANGE', x.key, '(' .. string.format('%d', now), '+inf',
         'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
       soon = tonumber(first[2]) - now
     end
-  elseif kind[i] == 'r' then
-    if rnew[i] ~= nil then
-      local W = wid[i]
-      for b = now - math.fmod(now, W) + W, rnew[i], W do ahead = ahead + count(i, b) end
-      used = rsum[i] - ahead
+  elseif x.kind == 'r' then
+    if x.new ~= nil then
+      local W = x.wid
+      for b = now - math.fmod(now, W) + W, x.new, W do ahead = ahead + count(x, b) end
+      used = x.sum - ahead
     end
   else
-    used = cnt[i][wj[i]]
-    for k = wj[i] + 1, hz[i] - 1 do ahead = ahead + cnt[i][k] end
-    if used > rate[i] then debt = used - rate[i] end
+    used = x.cnt[x.j]
+    for k = x.j + 1, x.hz - 1 do ahead = ahead + x.cnt[k] end
+    if used > x.rate then debt = used - x.rate end
   end
   reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, soon
-  reply[r + 5] = redis.call('EXISTS', key[i])
+  reply[r + 5] = redis.call('EXISTS', x.key)
 end
 
 -- decide decides the request whose keys start after KEYS[kb] and whose
@@ -305,103 +276,95 @@ end
 local function decide(kb, ab)
   local maxwait = tonumber(ARGV[ab + 1])
   local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
-  for i = 1, n do key[i] = KEYS[kb + i] end
 
-  local learned = {} -- the rates the learning items ran at
+  local learned -- the rates the learning items ran at, when there are any
   local a = ab + 5
   for i = 1, n do
-    kind[i] = ARGV[a]
-    cost[i] = tonumber(ARGV[a + 1])
-    if kind[i] == 'g' or kind[i] == 'l' then
-      T[i] = tonumber(ARGV[a + 2])
-      dvt[i] = tonumber(ARGV[a + 3])
-      if kind[i] == 'l' then
+    local kind, k, x = ARGV[a], KEYS[kb + i], nil
+    if kind == 'g' or kind == 'l' then
+      local stored = gval[k]
+      if stored == nil then
+        stored = tonumber(redis.call('GET', k)) or 0
+        gval[k] = stored
+      end
+      x = {kind = 'g', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+        dvt = tonumber(ARGV[a + 3]), stored = stored, tat = math.max(stored, now)}
+      if kind == 'l' then
         local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+        learned = learned or {}
         local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
         L = math.min(math.max(L, N), hi)
         if L ~= N then
-          T[i] = math.floor((P + L - 1) / L)
-          dvt[i] = math.floor(B * L / N) * T[i]
+          x.T = math.floor((P + L - 1) / L)
+          x.dvt = math.floor(B * L / N) * x.T
         end
         learned[#learned + 1] = L
-        kind[i] = 'g'
         a = a + 4
       end
-      stored[i] = gget(key[i])
-      tat[i] = math.max(stored[i], now)
       a = a + 4
-    elseif kind[i] == 'c' then
-      if lid == nil then lid, live, soonest, rate = {}, {}, {}, rate or {} end
-      rate[i] = tonumber(ARGV[a + 1])
-      T[i] = tonumber(ARGV[a + 2])
-      lid[i] = ARGV[a + 3]
-      cost[i] = 1
-      live[i] = redis.call('ZCOUNT', key[i], '(' .. string.format('%d', now), '+inf')
-      if live[i] >= rate[i] then
-        local first = redis.call('ZRANGE', key[i], '(' .. string.format('%d', now), '+inf',
+    elseif kind == 'c' then
+      x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+        lid = ARGV[a + 3], live = 0, soonest = nil}
+      x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
+      if x.live >= x.rate then
+        local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
           'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-        soonest[i] = tonumber(first[2])
+        x.soonest = tonumber(first[2])
       end
       a = a + 4
-    elseif kind[i] == 'r' then
-      if per == nil then
-        per, wid, rsum, rold, rnew, rreset, gone, due, rb, rs, rc =
-          {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-        rate = rate or {}
-      end
-      rate[i] = tonumber(ARGV[a + 2])
+    elseif kind == 'r' then
       local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-      per[i], wid[i], rc[i], gone[i] = P, W, {}, {}
-      local v = redis.call('HMGET', key[i], 'sum', 'old', 'new', 'width')
+      x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
+        per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
+        rb = nil, rs = 0, rc = {}}
+      local v = redis.call('HMGET', k, 'sum', 'old', 'new', 'width')
       local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
       if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
-        sum, old, new, rreset[i] = 0, nil, nil, true
+        sum, old, new, x.reset = 0, nil, nil, true
       else
         local b = old
         while b + W + P <= now do -- stops at new at the latest
-          local c = count(i, b)
+          local c = count(x, b)
           if c ~= 0 then
             sum = sum - c
-            gone[i][#gone[i] + 1] = field(b)
+            x.gone[#x.gone + 1] = field(b)
           end
           b = b + W
         end
         old = b
       end
-      rsum[i], rold[i], rnew[i], rb[i], rs[i] = sum, old, new, old, sum
+      x.sum, x.old, x.new, x.rb, x.rs = sum, old, new, old, sum
       -- The earliest time it admits: when the oldest buckets have expired.
       local e = now
-      while rs[i] + cost[i] > rate[i] and rb[i] <= new do
-        e = rb[i] + W + P
-        rollAt(i, e)
+      while x.rs + x.cost > x.rate and x.rb <= new do
+        e = x.rb + W + P
+        rollAt(x, e)
       end
-      due[i] = e
+      x.due = e
       a = a + 5
     else
-      if bs == nil then bs, at, wj, hz, cnt, rate = {}, {}, {}, {}, {}, rate or {} end
-      rate[i] = tonumber(ARGV[a + 2])
-      at[i] = a + 3
       local b = {}
-      for k = 0, 4 do b[k] = tonumber(ARGV[a + 3 + k]) end
-      bs[i] = b
+      for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
       local j
-      for k = 0, 3 do
-        if b[k] <= now and now < b[k + 1] then j = k break end
+      for w = 0, 3 do
+        if b[w] <= now and now < b[w + 1] then j = w break end
       end
       if j == nil then
         return redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
           ' is outside the windows the client computed: client clock off by more than a window')
       end
-      wj[i] = j
-      hz[i] = math.min(j + 3, 4)
+      local hz = math.min(j + 3, 4)
       -- Only the windows the decision can charge, j .. horizon - 1: the
-      -- others matter only to the first charge of a window (below).
-      local h = wget(key[i], a + 3 + j, a + 2 + hz[i])
+      -- others matter only to the first charge of a window (flush).
+      if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
+      local h = wget(k, a + 3 + j, a + 2 + hz)
       local c = {}
-      for k = j, hz[i] - 1 do c[k] = h[ARGV[a + 3 + k]] end
-      cnt[i] = c
+      for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
+      x = {kind = 'w', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
+        bs = b, at = a + 3, j = j, hz = hz, cnt = c}
       a = a + 8
     end
+    items[i] = x
   end
 
   -- The pause keys in one read (only pause.lua writes them: strings).
@@ -419,8 +382,9 @@ local function decide(kb, ab)
   if paused > 0 and not peek then
     local drain = 60000000 -- quota.PauseDrain, µs
     for i = 1, n do
-      if kind[i] == 'g' then
-        tat[i] = math.max(tat[i], paused + math.min(dvt[i], drain) - cost[i] * T[i])
+      local x = items[i]
+      if x.kind == 'g' then
+        x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
       end
     end
   end
@@ -431,23 +395,24 @@ local function decide(kb, ab)
   for _ = 1, 16 do
     local moved, beyond = false, false
     for i = 1, n do
-      local e
-      if kind[i] == 'g' then
-        e = tat[i] + cost[i] * T[i] - dvt[i]
-      elseif kind[i] == 'c' then
+      local x = items[i]
+      local kind, e = x.kind, nil
+      if kind == 'g' then
+        e = x.tat + x.cost * x.T - x.dvt
+      elseif kind == 'c' then
         e = t
-      elseif kind[i] == 'r' then
-        e = math.max(t, due[i])
-        beyond = e > now + per[i] + wid[i]
+      elseif kind == 'r' then
+        e = math.max(t, x.due)
+        beyond = e > now + x.per + x.wid
       else
-        local k = slot(i, t)
+        local k = slot(x, t)
         if k == nil then
           e, beyond = t, true
-        elseif cnt[i][k] + cost[i] <= rate[i] then
+        elseif x.cnt[k] + x.cost <= x.rate then
           e = t
         else
-          e = bs[i][k + 1]
-          beyond = e >= bs[i][hz[i]]
+          e = x.bs[k + 1]
+          beyond = e >= x.bs[x.hz]
         end
       end
       if e > t then t, decider, moved = e, i - 1, true end
@@ -459,67 +424,79 @@ local function decide(kb, ab)
 
   local full = nil
   for i = 1, n do
-    if kind[i] == 'c' and live[i] + 1 > rate[i] then full = i break end
+    local x = items[i]
+    if x.kind == 'c' and x.live + 1 > x.rate then full = x decider = i - 1 break end
   end
   local allowed = not peek and full == nil and ok and t - now <= maxwait
-  if full ~= nil then
-    decider = full - 1
-    if soonest[full] > t then t = soonest[full] end
-  end
+  if full ~= nil and full.soonest > t then t = full.soonest end
   local reply = {0, now, t, decider}
   if allowed then reply[1] = 1 end
 
   for i = 1, n do
-    local rem, reset, mark, prev = 0, 0, 0, 0
-    if kind[i] == 'g' then
+    local x = items[i]
+    local kind, rem, reset, mark, prev = x.kind, 0, 0, 0, 0
+    if kind == 'g' then
+      local T, dvt = x.T, x.dvt
       if allowed then
-        local set = math.max(tat[i], t) + cost[i] * T[i]
-        gset(key[i], set)
-        rem = math.floor((dvt[i] - (set - t)) / T[i])
+        local set = math.max(x.tat, t) + x.cost * T
+        if not gw[x.key] then
+          gw[x.key] = true
+          gorder[#gorder + 1] = x.key
+        end
+        gval[x.key] = set
+        rem = math.floor((dvt - (set - t)) / T)
         reset = set - now
-        mark, prev = set, stored[i]
+        mark, prev = set, x.stored
       else
-        rem = math.floor((dvt[i] - (tat[i] - now)) / T[i])
-        reset = tat[i] - now
+        rem = math.floor((dvt - (x.tat - now)) / T)
+        reset = x.tat - now
       end
-    elseif kind[i] == 'c' then
-      local held = live[i]
+    elseif kind == 'c' then
+      local held = x.live
       if allowed then
         held = held + 1
-        redis.call('ZREMRANGEBYSCORE', key[i], '-inf', now)
-        redis.call('ZADD', key[i], t + T[i], lid[i])
+        redis.call('ZREMRANGEBYSCORE', x.key, '-inf', now)
+        redis.call('ZADD', x.key, t + x.T, x.lid)
       end
-      rem = rate[i] - held
+      rem = x.rate - held
       if held > 0 then
-        local last = redis.call('ZRANGE', key[i], 0, 0, 'REV', 'WITHSCORES')
+        local last = redis.call('ZRANGE', x.key, 0, 0, 'REV', 'WITHSCORES')
         reset = tonumber(last[2]) - now
-        if allowed then redis.call('PEXPIRE', key[i], ttl(reset)) end
+        if allowed then redis.call('PEXPIRE', x.key, ttl(reset)) end
       end
-    elseif kind[i] == 'r' then
-      local W, P, new = wid[i], per[i], rnew[i]
+    elseif kind == 'r' then
+      local W, P, new = x.wid, x.per, x.new
       if allowed then
         -- What it counts at t before this charge: the charged bucket holds
         -- t, so it has not expired then.
-        rem = rate[i] - rollAt(i, t) - cost[i]
+        rem = x.rate - rollAt(x, t) - x.cost
         local b = t - math.fmod(t, W)
-        local old = rold[i]
+        local old = x.old
         if old == nil or b < old then old = b end
         if new == nil or b > new then new = b end
-        if rreset[i] then redis.call('DEL', key[i]) end
-        if #gone[i] > 0 then redis.call('HDEL', key[i], unpack(gone[i])) end
-        redis.call('HINCRBY', key[i], field(b), cost[i])
-        redis.call('HSET', key[i], 'sum', rsum[i] + cost[i], 'old', old, 'new', new, 'width', W)
-        redis.call('PEXPIRE', key[i], ttl(new + W + P - now))
+        if x.reset then redis.call('DEL', x.key) end
+        if #x.gone > 0 then redis.call('HDEL', x.key, unpack(x.gone)) end
+        redis.call('HINCRBY', x.key, field(b), x.cost)
+        redis.call('HSET', x.key, 'sum', x.sum + x.cost, 'old', old, 'new', new, 'width', W)
+        redis.call('PEXPIRE', x.key, ttl(new + W + P - now))
         mark = b
       else
-        rem = rate[i] - rsum[i]
+        rem = x.rate - x.sum
       end
       if new then reset = new + W + P - now end
     else
-      local b, k = bs[i], wj[i]
+      local b, k = x.bs, x.j
       if allowed then
-        k = slot(i, t)
-        wcharge(key[i], ARGV[at[i] + k], cost[i])
+        k = slot(x, t)
+        local f = ARGV[x.at + k]
+        local inc = winc[x.key]
+        if inc == nil then
+          inc = {}
+          winc[x.key] = inc
+          worder[#worder + 1] = x.key
+        end
+        inc[f] = (inc[f] or 0) + x.cost
+        wval[x.key][f] = wval[x.key][f] + x.cost
         mark = b[k]
         -- The first charge of a window drops the windows that have ended
         -- and sets the key's expiry (flush). A later charge of the same
@@ -527,22 +504,22 @@ local function decide(kb, ab)
         -- a count (only this script and after.lua write counts, each with
         -- that TTL), and no window has ended since the first charge of the
         -- window of now.
-        if cnt[i][k] == 0 then
-          local cl = wclean[key[i]]
+        if x.cnt[k] == 0 then
+          local cl = wclean[x.key]
           if cl == nil or b[k + 1] > cl.last then
-            wclean[key[i]] = {b = b, j = wj[i], at = at[i], last = b[k + 1]}
+            wclean[x.key] = {b = b, j = x.j, at = x.at, last = b[k + 1]}
           end
         end
-        cnt[i][k] = cnt[i][k] + cost[i]
+        x.cnt[k] = x.cnt[k] + x.cost
       end
-      rem = rate[i] - cnt[i][k]
+      rem = x.rate - x.cnt[k]
       reset = b[k + 1] - now
     end
     if rem < 0 then rem = 0 end
     if reset < 0 then reset = 0 end
     local r = 4 * i
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
-    if peek then peekItem(reply, 4 + 4 * n + 5 * (i - 1), i, rem) end
+    if peek then peekItem(reply, 4 + 4 * n + 5 * (i - 1), x, rem) end
   end
   if peek then
     for p = 1, np do
@@ -551,7 +528,9 @@ local function decide(kb, ab)
       reply[4 + 9 * n + p] = u
     end
   end
-  for _, L in ipairs(learned) do reply[#reply + 1] = L end
+  if learned then
+    for _, L in ipairs(learned) do reply[#reply + 1] = L end
+  end
   return reply
 end
 
@@ -572,42 +551,44 @@ for _, k in ipairs(gorder) do
   local v = gval[k]
   redis.call('SET', k, v, 'PX', ttl(v - now))
 end
-for _, k in ipairs(worder) do
-  for f, c in pairs(winc[k]) do
-    redis.call('HINCRBY', k, f, c)
-  end
-  -- A window's first charge: drop the windows that have ended and expire
-  -- the key at the end of the latest window it still counts. A field that
-  -- is none of the five starts (the calendar changed) ends at an unknown
-  -- time: then the key's TTL is only ever lengthened.
-  local cl = wclean[k]
-  if cl ~= nil then
-    local b, j, at = cl.b, cl.j, cl.at
-    local last, unknown, stale = cl.last, false, {}
-    local h = redis.call('HGETALL', k)
-    for f = 1, #h, 2 do
-      local s = tonumber(h[f])
-      if s == nil or s < b[j] then
-        stale[#stale + 1] = h[f]
-      else
-        local known = false
-        for kk = j, 3 do
-          if h[f] == ARGV[at + kk] then
-            known = true
-            if b[kk + 1] > last then last = b[kk + 1] end
-            break
+if worder then
+  for _, k in ipairs(worder) do
+    for f, c in pairs(winc[k]) do
+      redis.call('HINCRBY', k, f, c)
+    end
+    -- A window's first charge: drop the windows that have ended and expire
+    -- the key at the end of the latest window it still counts. A field that
+    -- is none of the five starts (the calendar changed) ends at an unknown
+    -- time: then the key's TTL is only ever lengthened.
+    local cl = wclean[k]
+    if cl ~= nil then
+      local b, j, at = cl.b, cl.j, cl.at
+      local last, unknown, stale = cl.last, false, {}
+      local h = redis.call('HGETALL', k)
+      for f = 1, #h, 2 do
+        local s = tonumber(h[f])
+        if s == nil or s < b[j] then
+          stale[#stale + 1] = h[f]
+        else
+          local known = false
+          for kk = j, 3 do
+            if h[f] == ARGV[at + kk] then
+              known = true
+              if b[kk + 1] > last then last = b[kk + 1] end
+              break
+            end
           end
+          if not known then unknown = true end
         end
-        if not known then unknown = true end
       end
+      if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
+      local px = ttl(last - now)
+      if unknown then
+        local cur = redis.call('PTTL', k)
+        if cur > px then px = cur end
+      end
+      redis.call('PEXPIRE', k, px)
     end
-    if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
-    local px = ttl(last - now)
-    if unknown then
-      local cur = redis.call('PTTL', k)
-      if cur > px then px = cur end
-    end
-    redis.call('PEXPIRE', k, px)
   end
 end
 return out
