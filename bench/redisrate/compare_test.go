@@ -128,6 +128,9 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 // BenchmarkCompare runs, on one redis-server in one run, interleaved at
 // each number of goroutines (1, 8, 64):
 //
+//   - floor/noop-script: a script that returns 1 at once, through the
+//     same client: what one round trip costs whatever the script, and so
+//     the most any store that decides in one round trip can reach;
 //   - throttle/limits=1 and throttle/limits=3: one Reserve of a stack of
 //     1 GCRA limit, and of 2 GCRA limits and a daily calendar window, on
 //     a default go-redis client (the store guards its timeout by handing
@@ -186,10 +189,17 @@ func BenchmarkCompare(b *testing.B) {
 			return nil
 		}
 	}
+	// The floor: a script that does nothing, through the same client. No
+	// decision made in one round trip of its own is faster.
+	noop := redis.NewScript("return 1")
+	floor := func(ctx context.Context) error {
+		return noop.Run(ctx, client, []string{"vendor:noop"}).Err()
+	}
 	cases := []struct {
 		name string
 		op   func(ctx context.Context) error
 	}{
+		{"floor/noop-script", floor},
 		{"throttle/limits=1", reserve(st, one)},
 		{"throttle/limits=3", reserve(st, three)},
 		{"throttle-ctxtimeout/limits=1", reserve(ctxSt, one)},
