@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	_ "embed"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +36,11 @@ var (
 	// redis_rate has no calendar window; a third GCRA stands in for it.
 	rateDaily = redis_rate.Limit{Rate: 1 << 40, Burst: 1 << 40, Period: 24 * time.Hour}
 )
+
+// minGCRA is the least a one-limit decision can do in a round trip.
+//
+//go:embed mingcra.lua
+var minGCRA string
 
 // goroutines are the numbers of callers each case runs with.
 var goroutines = []int{1, 8, 64}
@@ -131,6 +137,8 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 //   - floor/noop-script: a script that returns 1 at once, through the
 //     same client: what one round trip costs whatever the script, and so
 //     the most any store that decides in one round trip can reach;
+//   - floor/min-gcra: mingcra.lua, the least a GCRA decision can do in a
+//     round trip (TIME, GET, SET), the most any one-limit store can reach;
 //   - throttle/limits=1 and throttle/limits=3: one Reserve of a stack of
 //     1 GCRA limit, and of 2 GCRA limits and a daily calendar window, on
 //     a default go-redis client (the store guards its timeout by handing
@@ -189,17 +197,22 @@ func BenchmarkCompare(b *testing.B) {
 			return nil
 		}
 	}
-	// The floor: a script that does nothing, through the same client. No
-	// decision made in one round trip of its own is faster.
-	noop := redis.NewScript("return 1")
+	// The floors, through the same client: a script that does nothing
+	// (no decision made in a round trip of its own is faster) and the
+	// least a GCRA decision can do (no one-limit store is faster).
+	noop, least := redis.NewScript("return 1"), redis.NewScript(minGCRA)
 	floor := func(ctx context.Context) error {
 		return noop.Run(ctx, client, []string{"vendor:noop"}).Err()
+	}
+	minimal := func(ctx context.Context) error {
+		return least.Run(ctx, client, []string{"vendor:min"}, 1, 1, 1_000_000).Err()
 	}
 	cases := []struct {
 		name string
 		op   func(ctx context.Context) error
 	}{
 		{"floor/noop-script", floor},
+		{"floor/min-gcra", minimal},
 		{"throttle/limits=1", reserve(st, one)},
 		{"throttle/limits=3", reserve(st, three)},
 		{"throttle-ctxtimeout/limits=1", reserve(ctxSt, one)},
