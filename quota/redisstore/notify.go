@@ -27,17 +27,20 @@ import (
 // in one slot, so the store would need a subscription per tag (per
 // cluster node) instead of one. A cluster forwards a PUBLISH to every
 // node, which costs a message on the cluster bus per release; the
-// subscriber may be on any node. A Ring's Subscribe listens on the shard
-// of the channel's name only: releases on other shards reach nobody, and
-// their waiters wake at the lease expiry their decision reported or at the
-// end of their wait, as they do whenever a message is lost (a reconnect of
-// the subscription; an expiry, which nobody announces).
+// subscriber may be on any node. A Ring does not forward: a release is
+// published on the shard of its key, so on a Ring the store subscribes on
+// every shard the Ring has when the first waiter comes (a shard added
+// while waiters remain is heard only once they have all left and a new
+// first waiter subscribes again). A waiter whose release nobody
+// hears wakes at the lease expiry its decision reported or at the end of
+// its wait, as it does whenever a message is lost (a reconnect of a
+// subscription; an expiry, which nobody announces).
 type notifier struct {
 	mu      sync.Mutex
-	waiters int           // waiters not Done
-	ps      *redis.PubSub // while waiters > 0
-	stop    chan struct{} // closed to end the reader
-	done    chan struct{} // closed by the reader when it ends
+	waiters int             // waiters not Done
+	subs    []*redis.PubSub // while waiters > 0: one, or one per Ring shard
+	stop    chan struct{}   // closed to end the readers
+	readers sync.WaitGroup  // one reader per subscription
 	queues  quota.LeaseQueues
 }
 
@@ -64,14 +67,51 @@ func (s *Store) WatchLeases(ctx context.Context, tag, key string) (*quota.LeaseW
 	return n.queues.Join(s.Key(tag, key), s.leave), nil
 }
 
-// subscribe subscribes to the channel and starts the reader; the caller
-// holds s.notify.mu.
+// subscribe subscribes to the channel (on a Ring, on every shard) and
+// starts a reader per subscription; the caller holds s.notify.mu.
 func (s *Store) subscribe(ctx context.Context) error {
 	n := &s.notify
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	ps := s.client.Subscribe(ctx, s.channel())
-	// The confirmation: once it is in, every later PUBLISH reaches ps.
+	var subs []*redis.PubSub
+	var err error
+	if ring, ok := s.client.(*redis.Ring); ok {
+		var mu sync.Mutex // ForEachShard runs its shards at once
+		err = ring.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+			ps, err := s.confirmed(ctx, shard)
+			if ps != nil {
+				mu.Lock()
+				subs = append(subs, ps)
+				mu.Unlock()
+			}
+			return err
+		})
+	} else {
+		var ps *redis.PubSub
+		ps, err = s.confirmed(ctx, s.client)
+		if ps != nil {
+			subs = append(subs, ps)
+		}
+	}
+	if err != nil {
+		for _, ps := range subs {
+			_ = ps.Close()
+		}
+		return s.fail(ctx, "subscribe", err)
+	}
+	n.subs, n.stop = subs, make(chan struct{})
+	for _, ps := range subs {
+		n.readers.Add(1)
+		go s.read(ps, n.stop)
+	}
+	return nil
+}
+
+// confirmed subscribes c to the channel and waits for Redis to confirm:
+// once it has, every later PUBLISH on that server reaches the
+// subscription. On failure it returns no subscription.
+func (s *Store) confirmed(ctx context.Context, c redis.UniversalClient) (*redis.PubSub, error) {
+	ps := c.Subscribe(ctx, s.channel())
 	v, err := ps.ReceiveTimeout(ctx, s.timeout)
 	if err == nil {
 		if sub, ok := v.(*redis.Subscription); !ok || sub.Kind != "subscribe" {
@@ -80,15 +120,13 @@ func (s *Store) subscribe(ctx context.Context) error {
 	}
 	if err != nil {
 		_ = ps.Close()
-		return s.fail(ctx, "subscribe", err)
+		return nil, err
 	}
-	n.ps, n.stop, n.done = ps, make(chan struct{}), make(chan struct{})
-	go s.read(ps, n.stop, n.done)
-	return nil
+	return ps, nil
 }
 
-// leave counts a waiter out; the last one ends the subscription and waits
-// for its reader to end.
+// leave counts a waiter out; the last one ends the subscriptions and
+// waits for their readers to end.
 func (s *Store) leave() {
 	n := &s.notify
 	n.mu.Lock()
@@ -97,17 +135,19 @@ func (s *Store) leave() {
 		return
 	}
 	close(n.stop)
-	_ = n.ps.Close() // ends the reader's blocked receive
-	<-n.done
-	n.ps, n.stop, n.done = nil, nil, nil
+	for _, ps := range n.subs {
+		_ = ps.Close() // ends the reader's blocked receive
+	}
+	n.readers.Wait()
+	n.subs, n.stop = nil, nil
 }
 
 // read wakes a waiter per message until stop is closed. A failed receive
 // (the connection broke: go-redis reconnects and subscribes again on the
 // next one) is retried after the store's timeout; the releases announced
 // meanwhile are lost, and their waiters wake at their expiry timers.
-func (s *Store) read(ps *redis.PubSub, stop, done chan struct{}) {
-	defer close(done)
+func (s *Store) read(ps *redis.PubSub, stop chan struct{}) {
+	defer s.notify.readers.Done()
 	for {
 		msg, err := ps.ReceiveMessage(context.Background())
 		if err == nil {

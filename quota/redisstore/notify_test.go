@@ -16,8 +16,9 @@ import (
 
 // TestLeaseNotifyAcrossStores: two Stores with the same prefix on their own
 // clients, as two processes of a fleet. A waiter in one is woken by a
-// release in the other, on one server and on a cluster whose master for
-// the lease's slot is not the one the subscription is on. The lease TTL is
+// release in the other, on one server, on a cluster whose master for
+// the lease's slot is not the one the subscription is on, and on a Ring
+// for a lease on each of its shards. The lease TTL is
 // ten minutes on a stopped clock, so only the notification can wake the
 // waiter. When the last waiter is done, the subscription ends.
 func TestLeaseNotifyAcrossStores(t *testing.T) {
@@ -42,6 +43,40 @@ func TestLeaseNotifyAcrossStores(t *testing.T) {
 			}
 		}
 		testNotifyAcross(t, a, b, tag)
+	})
+	t.Run("ring", func(t *testing.T) {
+		t.Parallel()
+		servers := []*redistest.Server{redistest.Start(t), redistest.Start(t)}
+		addrs := map[string]string{"s0": servers[0].Addr, "s1": servers[1].Addr}
+		ring := func() *redis.Ring {
+			r := redis.NewRing(&redis.RingOptions{Addrs: addrs})
+			t.Cleanup(func() { _ = r.Close() })
+			return r
+		}
+		a := ring()
+		// A tag on each shard: a Ring subscribes on the shard of the
+		// channel's name, so one of them is on another shard than a
+		// subscription made the plain way.
+		ctx := context.Background()
+		tags := make([]string, len(servers))
+		for i, found := 0, 0; found < len(servers); i++ {
+			tg := "tenant-" + strconv.Itoa(i)
+			probe := "{" + tg + "}probe"
+			if err := a.Set(ctx, probe, 1, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for j, srv := range servers {
+				if tags[j] == "" && srv.Client(t).Exists(ctx, probe).Val() == 1 {
+					tags[j] = tg
+					found++
+				}
+			}
+		}
+		for j, tag := range tags {
+			t.Run("shard "+strconv.Itoa(j), func(t *testing.T) {
+				testNotifyAcross(t, a, ring(), tag)
+			})
+		}
 	})
 }
 
@@ -85,12 +120,12 @@ func testNotifyAcross(t *testing.T, ca, cb redis.UniversalClient, tag string) {
 	}
 	w.Done(false)
 	b.notify.mu.Lock()
-	ps, waiters := b.notify.ps, b.notify.waiters
+	subs, waiters := b.notify.subs, b.notify.waiters
 	b.notify.mu.Unlock()
-	if ps != nil || waiters != 0 {
-		t.Fatalf("after the last waiter: %d waiters, subscription %v, want none", waiters, ps)
+	if subs != nil || waiters != 0 {
+		t.Fatalf("after the last waiter: %d waiters, subscriptions %v, want none", waiters, subs)
 	}
-	if a.notify.ps != nil {
+	if a.notify.subs != nil {
 		t.Fatalf("a store that never waited subscribed")
 	}
 }
@@ -108,8 +143,8 @@ func TestLeaseNotifySubscriptionFails(t *testing.T) {
 	if w != nil || !errors.Is(err, quota.ErrStore) {
 		t.Fatalf("WatchLeases on a stopped server: %v, %v; want an error wrapping quota.ErrStore", w, err)
 	}
-	if st.notify.waiters != 0 || st.notify.ps != nil {
-		t.Fatalf("a failed subscription left %d waiters and a subscription %v", st.notify.waiters, st.notify.ps)
+	if st.notify.waiters != 0 || st.notify.subs != nil {
+		t.Fatalf("a failed subscription left %d waiters and subscriptions %v", st.notify.waiters, st.notify.subs)
 	}
 }
 
