@@ -275,6 +275,27 @@ func redisPID(t *testing.T, c *redis.Client) int {
 	return pid
 }
 
+// TestHungRedisPolicyCheck: the eviction-policy check against a Redis
+// that never answers, on a client that bounds its reads by the context,
+// fails with an error that says the deadline caused it. It used to say
+// only "i/o timeout" (the socket deadline fires an instant before the
+// context reports itself done), and a caller whose own timer had not yet
+// fired got that bare error.
+func TestHungRedisPolicyCheck(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: hungRedis(t), ContextTimeoutEnabled: true, Protocol: 2, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, Options{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &policyFlight{done: make(chan struct{})}
+	st.runPolicyCheck(f)
+	if !errors.Is(f.err, context.DeadlineExceeded) {
+		t.Fatalf("policy check against a hung Redis: %v, want an error wrapping context.DeadlineExceeded", f.err)
+	}
+}
+
 // TestHungRedis: a Redis that never answers holds no call longer than the
 // timeout, whether or not the client bounds its reads by the context.
 func TestHungRedis(t *testing.T) {
