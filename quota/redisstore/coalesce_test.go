@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,5 +104,113 @@ func TestConcurrentDecisionsCoalesced(t *testing.T) {
 	vals, err := client.HVals(context.Background(), st.prefix+"{v}:daily").Result()
 	if err != nil || len(vals) != 1 || vals[0] != "50" {
 		t.Errorf("window counts %v (%v), want [50]", vals, err)
+	}
+}
+
+// pendingOf builds req's part of a reserve.lua call as Reserve does, for a
+// stack of GCRA and window limits.
+func pendingOf(s *Store, req quota.Request) *pending {
+	keys := s.keys(&req)
+	argc := 5
+	for _, it := range req.Items {
+		if it.Limit.Kind == quota.GCRA {
+			argc += 4
+		} else {
+			argc += 8
+		}
+	}
+	args := make([]any, 3, 3+argc)
+	args = append(args, argc, req.MaxWaitMicros(), len(req.Items), len(keys)-len(req.Items), 0)
+	now := s.clientNow()
+	for i := range req.Items {
+		args, _ = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), "", now)
+	}
+	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: args}
+}
+
+// TestOneCallAgreesWithCallsAlone: a call that decides many requests
+// replies, and leaves the keys, exactly as the same requests decided one
+// call each, in order, at the same now. The requests come in runs of the
+// same stack, cost and wait (which reserve.lua decides without parsing
+// them again) mixed with others on the same keys, with and without a
+// pause in force, on a stopped clock so that both see one now.
+func TestOneCallAgreesWithCallsAlone(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(14, 17))
+	limits := []*quota.Limit{
+		gcra("peak", 5, time.Second, 8),
+		gcra("minute", 40, time.Minute, 0),
+		window("daily", 30, quota.Day, time.UTC),
+		window("hourly", 12, quota.Hour, time.UTC),
+	}
+	random := func() quota.Request {
+		var ls []*quota.Limit
+		for _, l := range limits {
+			if rng.IntN(2) == 0 {
+				ls = append(ls, l)
+			}
+		}
+		if len(ls) == 0 {
+			ls = limits[:1]
+		}
+		req := stack("v", ls...)
+		req.Cost = int64(rng.IntN(3))
+		if rng.IntN(2) == 0 {
+			req.MaxWait = time.Duration(rng.IntN(20)) * time.Second
+		}
+		if rng.IntN(3) == 0 {
+			req.Pauses = []string{"pause"}
+		}
+		return req
+	}
+	for round := 0; round < 60; round++ {
+		one, alone := newStore(t, client, clock), newStore(t, client, clock)
+		if rng.IntN(4) == 0 { // a pause in force for the requests that read it
+			for _, st := range []*Store{one, alone} {
+				if err := st.Pause(ctx, "v", "pause", 2*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var reqs []quota.Request
+		for len(reqs) < 2+rng.IntN(30) {
+			req := random()
+			for run := 1 + rng.IntN(6); run > 0; run-- {
+				reqs = append(reqs, req)
+			}
+		}
+		batch := make([]*pending, len(reqs))
+		for i, req := range reqs {
+			batch[i] = pendingOf(one, req)
+		}
+		v, err := one.call(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		together := v.([]any)
+		for i, req := range reqs {
+			got, err := alone.call(ctx, []*pending{pendingOf(alone, req)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(together[i], got) {
+				t.Fatalf("round %d, request %d of %d (%d items, cost %d, wait %v, pauses %v): in one call %v, alone %v",
+					round, i, len(reqs), len(req.Items), req.Cost, req.MaxWait, req.Pauses, together[i], got)
+			}
+		}
+		a, b := snapshot(t, client, one.prefix), snapshot(t, client, alone.prefix)
+		if len(a) != len(b) {
+			t.Fatalf("round %d: %d keys after one call, %d after calls alone", round, len(a), len(b))
+		}
+		for k, ka := range a {
+			kb := b[alone.prefix+strings.TrimPrefix(k, one.prefix)]
+			// TTLs were set at the same now but read moments apart.
+			if ka.typ != kb.typ || ka.value != kb.value || (ka.pttl-kb.pttl).Abs() > time.Second {
+				t.Fatalf("round %d: key %s: %+v after one call, %+v after calls alone", round, k, ka, kb)
+			}
+		}
 	}
 }

@@ -90,7 +90,11 @@ callers; package doc, "Coalescing"), one after the other in their order,
 each on the state the ones before it left and each all or nothing on its
 own, at one now. The reads and writes of GCRA and window keys go through
 the call's view of them: a key is read once and written once, at the end,
-so that requests that share keys cost one read and one write per key.
+so that requests that share keys cost one read and one write per key. A
+request whose arguments and keys are those of the request before it (the
+common case: concurrent callers of one stack) reuses that request's
+parsed items and pauses, refreshed from the view, instead of parsing them
+again; only stacks of GCRA and window limits, without learning.
 
 Peeking. With "peek" for the TTL slack (ARGV[2]) the call writes nothing
 (it is run as EVAL_RO, which Redis refuses to let write): every request is
@@ -273,13 +277,47 @@ end
 
 -- decide decides the request whose keys start after KEYS[kb] and whose
 -- arguments start at ARGV[ab] and returns its reply.
+-- last is the request decided before this one in the call, as {kb, ab,
+-- paused, v}, when it parsed whole and has only GCRA and window items: a
+-- request with the same arguments and keys (concurrent callers of one
+-- stack) reuses its items and its pauses instead of parsing them again.
+local last
+
+-- sameAsLast reports whether the request at (kb, ab) has last's arguments
+-- and keys. Lua interns strings, so each comparison is a pointer's.
+local function sameAsLast(kb, ab)
+  if last == nil or ARGV[ab] ~= ARGV[last.ab] then return false end
+  local lab, lkb = last.ab, last.kb
+  for i = 1, tonumber(ARGV[ab]) - 1 do
+    if ARGV[ab + i] ~= ARGV[lab + i] then return false end
+  end
+  for i = 1, tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) do
+    if KEYS[kb + i] ~= KEYS[lkb + i] then return false end
+  end
+  return true
+end
+
 local function decide(kb, ab)
   local maxwait = tonumber(ARGV[ab + 1])
   local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
 
   local learned -- the rates the learning items ran at, when there are any
   local a = ab + 5
-  for i = 1, n do
+  local reuse = sameAsLast(kb, ab)
+  if reuse then
+    -- A GCRA item's state is read again from the view; a window item's
+    -- counts already follow it (a charge adds to both).
+    for i = 1, n do
+      local x = items[i]
+      if x.kind == 'g' then
+        x.stored = gval[x.key]
+        x.tat = math.max(x.stored, now)
+      end
+    end
+  else
+    last = nil
+  end
+  for i = 1, reuse and 0 or n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
     if kind == 'g' or kind == 'l' then
       local stored = gval[k]
@@ -369,12 +407,22 @@ local function decide(kb, ab)
 
   -- The pause keys in one read (only pause.lua writes them: strings).
   local paused, v = 0, nil
-  if np > 0 then
+  if reuse then
+    paused, v = last.paused, last.v
+  elseif np > 0 then
     v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
     for p = 1, #v do
       local u = tonumber(v[p])
       if u and u > paused then paused = u end
     end
+  end
+  if not reuse and learned == nil then
+    local plain = true
+    for i = 1, n do
+      local kind = items[i].kind
+      if kind ~= 'g' and kind ~= 'w' then plain = false break end
+    end
+    if plain then last = {kb = kb, ab = ab, paused = paused, v = v} end
   end
   -- A pause drains the GCRA buckets it holds back: at its end each has room
   -- for this request alone, drained by at most quota.PauseDrain (package
