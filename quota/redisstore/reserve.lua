@@ -317,6 +317,7 @@ local function decide(kb, ab)
   else
     last = nil
   end
+  -- Parse the items (none when they are reused).
   for i = 1, reuse and 0 or n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
     if kind == 'g' or kind == 'l' then
