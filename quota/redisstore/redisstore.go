@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -613,19 +614,9 @@ func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 	default:
 		a.boxed = [3]any{l.Rate}
 	}
-	// Copy on write, as windowArgs: limits come from configuration, so
-	// the map settles after the first decisions.
-	next := make(map[*quota.Limit]*limitArgs, 1)
-	if cache != nil {
-		if len(*cache) >= maxCachedLimits {
-			return a
-		}
-		for k, v := range *cache {
-			next[k] = v
-		}
-	}
-	next[l] = a
-	s.limits.Store(&next)
+	// Limits come from configuration, so the map settles after the first
+	// decisions.
+	storeCopy(&s.limits, cache, l, a, maxCachedLimits)
 	return a
 }
 
@@ -660,20 +651,25 @@ func (s *Store) windowArgs(cal quota.Calendar, now time.Time) *windowArgs {
 	for i, b := range w.starts {
 		w.boxed[i] = b
 	}
-	// Copy on write: the window moves once per window per calendar. A
-	// concurrent writer may win; either map is right.
-	next := make(map[quota.Calendar]*windowArgs, 1)
-	if cache != nil {
-		if len(*cache) >= maxCachedCalendars {
-			return w
-		}
-		for k, v := range *cache {
-			next[k] = v
-		}
-	}
-	next[cal] = w
-	s.windows.Store(&next)
+	// The window moves once per window per calendar.
+	storeCopy(&s.windows, cache, cal, w, maxCachedCalendars)
 	return w
+}
+
+// storeCopy stores in p a copy of cache (what p held, or nil) with k set
+// to v, unless cache already holds max entries: copy on write, for the
+// caches decisions read without a lock. A concurrent writer may win;
+// either map is right.
+func storeCopy[K comparable, V any](p *atomic.Pointer[map[K]V], cache *map[K]V, k K, v V, max int) {
+	next := make(map[K]V, 1)
+	if cache != nil {
+		if len(*cache) >= max {
+			return
+		}
+		maps.Copy(next, *cache)
+	}
+	next[k] = v
+	p.Store(&next)
 }
 
 // windowStarts returns the starts of five consecutive windows of cal, the
