@@ -57,6 +57,22 @@ func callsSince(before, after map[string]int64) map[string]int64 {
 	return diff
 }
 
+// checkCalls fails t for each command that what ran a number of times
+// other than want says (a command want does not name: zero times).
+func checkCalls(t *testing.T, what string, ran, want map[string]int64) {
+	t.Helper()
+	for cmd, c := range ran {
+		if c != want[cmd] {
+			t.Errorf("%s ran %s %d times, want %d", what, cmd, c, want[cmd])
+		}
+	}
+	for cmd, c := range want {
+		if ran[cmd] != c {
+			t.Errorf("%s ran %s %d times, want %d", what, cmd, ran[cmd], c)
+		}
+	}
+}
+
 // scriptCommands are the commands the scripts call. INFO commandstats
 // counts them too, though they are no round trip.
 var scriptCommands = map[string]bool{
@@ -146,16 +162,7 @@ func TestDecisionCommands(t *testing.T) {
 	}
 	ran := callsSince(before, commandCalls(t, stats))
 	want := map[string]int64{"evalsha": n, "time": n, "get": 2 * n, "mget": n, "hmget": n, "set": 2 * n, "hincrby": n}
-	for cmd, c := range ran {
-		if c != want[cmd] {
-			t.Errorf("%d decisions ran %s %d times, want %d", n, cmd, c, want[cmd])
-		}
-	}
-	for cmd, c := range want {
-		if ran[cmd] != c {
-			t.Errorf("%d decisions ran %s %d times, want %d", n, cmd, ran[cmd], c)
-		}
-	}
+	checkCalls(t, fmt.Sprintf("%d decisions", n), ran, want)
 }
 
 // TestNoScriptRecovery: after SCRIPT FLUSH (as after a failover to a

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,16 +56,7 @@ func TestLearnedKey(t *testing.T) {
 	}
 	ran := callsSince(before, commandCalls(t, stats))
 	want := map[string]int64{"evalsha": n, "get": n, "hget": n, "set": n}
-	for cmd, c := range ran {
-		if c != want[cmd] {
-			t.Errorf("%d decisions of a learning limit ran %s %d times, want %d", n, cmd, c, want[cmd])
-		}
-	}
-	for cmd, c := range want {
-		if ran[cmd] != c {
-			t.Errorf("%d decisions of a learning limit ran %s %d times, want %d", n, cmd, ran[cmd], c)
-		}
-	}
+	checkCalls(t, fmt.Sprintf("%d decisions of a learning limit", n), ran, want)
 }
 
 // TestLearnCoalesced: decisions of one call with learning limits, among
