@@ -417,7 +417,8 @@ local function decide(kb, ab)
       if u and u > paused then paused = u end
     end
   end
-  if not reuse and learned == nil then
+  -- Only a call of several requests has a next one to reuse this parse.
+  if m > 1 and not reuse and learned == nil then
     local plain = true
     for i = 1, n do
       local kind = items[i].kind
