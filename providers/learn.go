@@ -73,8 +73,12 @@ func (d *limitDecoder) learn(q *quota.Limit, bp int64) {
 // checkLearners reports every learning limit among nodes that no sync of
 // the provider maps a counter to: only a counter states its limit.
 func (l *loader) checkLearners(p *Provider, nodes []*limitNodes) {
+	syncs := []*Sync{p.Sync}
+	for i := range p.Routes {
+		syncs = append(syncs, p.Routes[i].Sync)
+	}
 	mapped := map[string]bool{}
-	for _, sc := range append([]*Sync{p.Sync}, routeSyncs(p)...) {
+	for _, sc := range syncs {
 		if sc != nil {
 			for _, name := range sc.Counters {
 				mapped[name] = true
@@ -86,15 +90,4 @@ func (l *loader) checkLearners(p *Provider, nodes []*limitNodes) {
 			l.add(ln.learn, join(ln.path, "learn"), "limit %s learns the vendor's limit, but no sync counter is mapped to it: add sync: {format: ..., counters: {<counter>: %s}} to the provider or its route", ln.lim.Quota.Name, ln.lim.Quota.Name)
 		}
 	}
-}
-
-// routeSyncs returns the sync of each of p's routes that has one.
-func routeSyncs(p *Provider) []*Sync {
-	var out []*Sync
-	for i := range p.Routes {
-		if p.Routes[i].Sync != nil {
-			out = append(out, p.Routes[i].Sync)
-		}
-	}
-	return out
 }
