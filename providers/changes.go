@@ -2,7 +2,6 @@ package providers
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/fleetquota/throttle/quota"
@@ -144,14 +143,14 @@ func Changes(old, new *Config) []Change {
 func removedProvider(op *Provider, old, new *Config) Change {
 	hosts := map[string]bool{}
 	for _, h := range op.Hosts {
-		hosts[hostKey(h)] = true
+		hosts[foldHost(h)] = true
 	}
 	for _, np := range new.providers {
 		if _, existed := old.byName[np.Name]; existed {
 			continue
 		}
 		for _, h := range np.Hosts {
-			if hosts[hostKey(h)] {
+			if hosts[foldHost(h)] {
 				return Change{Provider: op.Name, Kind: ProviderRenamed, Detail: fmt.Sprintf(
 					"renamed to %s (it claims host %s): every key's tag starts with the provider's name, so %s starts with empty state and no pause",
 					np.Name, h, np.Name)}
@@ -161,8 +160,6 @@ func removedProvider(op *Provider, old, new *Config) Change {
 	return Change{Provider: op.Name, Kind: ProviderRemoved,
 		Detail: "removed: its state and pauses are no longer read"}
 }
-
-func hostKey(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
 // providerChanges compares one provider in both configurations.
 func providerChanges(op, np *Provider) []Change {

@@ -59,18 +59,7 @@ func (ix *hostIndex) lookup(hostport, scheme string) *Provider {
 			port = "80"
 		}
 	}
-	// Lower-case into buf and drop a trailing dot.
-	b := buf[:0]
-	for i := 0; i < len(host); i++ {
-		c := host[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	if n := len(b); n > 0 && b[n-1] == '.' {
-		b = b[:n-1]
-	}
+	b := append(buf[:0], foldHost(host)...)
 	hlen := len(b)
 	if port != "" {
 		b = append(b, ':')
@@ -103,6 +92,26 @@ func (ix *hostIndex) lookup(hostport, scheme string) *Provider {
 	return nil
 }
 
+// foldHost returns a host name as every rule compares it: ASCII lower
+// case (host names on the wire are ASCII; IDNs travel as punycode),
+// without a final dot. A host already folded comes back as it is, so a
+// request's host costs no allocation.
+func foldHost(host string) string {
+	host = strings.TrimSuffix(host, ".")
+	for i := 0; i < len(host); i++ {
+		if 'A' <= host[i] && host[i] <= 'Z' {
+			b := []byte(host)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return host
+}
+
 // normalizeHost checks a configured host pattern and returns its index key
 // and whether it is a wildcard. The key is lower case, without a trailing
 // dot; a wildcard's key is its suffix with the leading dot.
@@ -121,7 +130,7 @@ func normalizeHost(s string) (key string, wild bool, msg string) {
 			return "", false, "invalid port " + quote(port) + " in host " + quote(s) + ": want 1-65535"
 		}
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = foldHost(host)
 	if strings.HasPrefix(host, "*.") {
 		wild = true
 		host = host[2:]

@@ -328,19 +328,14 @@ func scopeValue(s Scope, req *http.Request, in *Input) string {
 }
 
 // normalize is what a scope value goes through before it becomes a key
-// part: a host loses a final dot and is lower-cased (without allocating
-// when it already is), a header value loses surrounding space.
+// part: a host is folded (foldHost), a header value loses surrounding
+// space.
 func normalize(s Scope, v string) string {
 	switch s.Kind {
 	case ScopeHeader:
 		return strings.TrimSpace(v)
 	case ScopeHost:
-		v = strings.TrimSuffix(v, ".")
-		for i := 0; i < len(v); i++ {
-			if 'A' <= v[i] && v[i] <= 'Z' {
-				return strings.ToLower(v)
-			}
-		}
+		return foldHost(v)
 	}
 	return v
 }
