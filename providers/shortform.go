@@ -87,6 +87,9 @@ func parseCount(s string) (int64, bool) {
 	return n, true
 }
 
+// parseShort reads a limit's short form ("100/min burst 10", "10000/day
+// resets 00:00 America/Los_Angeles", "3 concurrent"). It returns a
+// problem, or "".
 func parseShort(s string) (shortForm, string) {
 	var f shortForm
 	toks := strings.Fields(s)
@@ -105,42 +108,71 @@ func parseShort(s string) (shortForm, string) {
 		return f, fmt.Sprintf("%s is not a count from 0 to %d: %s", quote(num), int64(maxCount), shortFormHelp)
 	}
 	f.rate = n
-	// The rest: "burst N", "resets HH:MM [zone]", "rolling".
-	for i := 1; i < len(toks); i++ {
+	if msg := f.modifiers(toks[1:]); msg != "" {
+		return f, msg
+	}
+	if msg := f.unitOf(unit); msg != "" {
+		return f, msg
+	}
+	if f.rolling {
+		if msg := f.toRolling(unit); msg != "" {
+			return f, msg
+		}
+	}
+	if f.kind == quota.Window && f.burst != 0 {
+		return f, "a calendar window has no burst: its quota is available at once"
+	}
+	if f.kind == quota.GCRA && f.hasReset {
+		return f, fmt.Sprintf("only hour, day and month windows reset; %s is a GCRA period", quote(unit))
+	}
+	return f, ""
+}
+
+// modifiers reads what follows "N/unit" into f: "burst N", "resets HH:MM
+// [zone]", "rolling", in any order. It returns a problem, or "".
+func (f *shortForm) modifiers(toks []string) string {
+	for i := 0; i < len(toks); i++ {
 		switch toks[i] {
 		case "rolling":
 			if f.rolling {
-				return f, "\"rolling\" is given twice: " + shortFormHelp
+				return "\"rolling\" is given twice: " + shortFormHelp
 			}
 			f.rolling = true
 		case "burst":
 			if i+1 >= len(toks) || f.burst != 0 {
-				return f, "\"burst\" needs one count after it: " + shortFormHelp
+				return "\"burst\" needs one count after it: " + shortFormHelp
 			}
 			b, ok := parseCount(toks[i+1])
 			if !ok || b == 0 {
-				return f, fmt.Sprintf("burst %s is not a count from 1 to %d", quote(toks[i+1]), int64(maxCount))
+				return fmt.Sprintf("burst %s is not a count from 1 to %d", quote(toks[i+1]), int64(maxCount))
 			}
 			f.burst = b
 			i++
 		case "resets":
 			if i+1 >= len(toks) || f.hasReset {
-				return f, "\"resets\" needs a time HH:MM after it: " + shortFormHelp
+				return "\"resets\" needs a time HH:MM after it: " + shortFormHelp
 			}
-			f.hasReset = true
-			f.reset, ok = parseClock(toks[i+1])
+			reset, ok := parseClock(toks[i+1])
 			if !ok {
-				return f, fmt.Sprintf("reset time %s is not HH:MM (00:00 to 23:59)", quote(toks[i+1]))
+				return fmt.Sprintf("reset time %s is not HH:MM (00:00 to 23:59)", quote(toks[i+1]))
 			}
+			f.hasReset, f.reset = true, reset
 			i++
 			if i+1 < len(toks) && toks[i+1] != "burst" && toks[i+1] != "resets" && toks[i+1] != "rolling" {
 				f.tz = toks[i+1]
 				i++
 			}
 		default:
-			return f, fmt.Sprintf("unexpected %s: %s", quote(toks[i]), shortFormHelp)
+			return fmt.Sprintf("unexpected %s: %s", quote(toks[i]), shortFormHelp)
 		}
 	}
+	return ""
+}
+
+// unitOf reads the unit of "N/unit" into f: a calendar window (day,
+// month, an hour that resets) or a GCRA period ("s", "10min", "1m30s").
+// It returns a problem, or "".
+func (f *shortForm) unitOf(unit string) string {
 	switch unit {
 	case "d", "day":
 		f.kind, f.unit = quota.Window, quota.Day
@@ -163,7 +195,7 @@ func parseShort(s string) (shortForm, string) {
 		if j > 0 {
 			m, err := strconv.ParseInt(unit[:j], 10, 64)
 			if err != nil || m < 1 || m > 1_000_000 {
-				return f, fmt.Sprintf("period %s is out of range: %s", quote(unit), shortFormHelp)
+				return fmt.Sprintf("period %s is out of range: %s", quote(unit), shortFormHelp)
 			}
 			mult = m
 		}
@@ -172,21 +204,10 @@ func parseShort(s string) (shortForm, string) {
 		} else if d, err := time.ParseDuration(unit); err == nil && d > 0 {
 			f.period = d
 		} else {
-			return f, fmt.Sprintf("unknown period %s: %s", quote(unit), shortFormHelp)
+			return fmt.Sprintf("unknown period %s: %s", quote(unit), shortFormHelp)
 		}
 	}
-	if f.rolling {
-		if msg := f.toRolling(unit); msg != "" {
-			return f, msg
-		}
-	}
-	if f.kind == quota.Window && f.burst != 0 {
-		return f, "a calendar window has no burst: its quota is available at once"
-	}
-	if f.kind == quota.GCRA && f.hasReset {
-		return f, fmt.Sprintf("only hour, day and month windows reset; %s is a GCRA period", quote(unit))
-	}
-	return f, ""
+	return ""
 }
 
 // toRolling makes a parsed "N/unit" a rolling window over the unit's
