@@ -6,51 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/fleetquota/throttle/backoff"
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
 )
-
-// NewClient returns an *http.Client for any vendor SDK that accepts one:
-// hashicorp/go-retryablehttp retries around a Transport, so that every
-// attempt, retries included, waits for its own slot. Throttled responses
-// (by the provider's signals) are retried for any method after the
-// vendor's delay; connection errors and 5xx only for idempotent requests
-// or ones with an Idempotency-Key. No retry sleeps past the request's
-// context deadline. When retries run out the caller gets the last
-// response, not an error. A refusal by the throttle itself (ErrLimited,
-// ErrStoreUnavailable) is returned at once, never retried. Redirects are
-// followed as the returned client's CheckRedirect says, each hop throttled
-// as a request of its own; the retrying layer never follows one itself.
-//
-// A request body is never buffered. A body is retried only when the
-// request can make a fresh copy of it (GetBody, which http.NewRequest sets
-// for a *bytes.Buffer, *bytes.Reader or *strings.Reader) and its length
-// is at most the retry body limit (DefaultRetryBodyLimit,
-// WithRetryBodyLimit): its ContentLength or, where the request does not
-// say it, the length of one copy, streamed to nowhere; each attempt sends
-// a copy from GetBody. Any other body (a stream, a pipe, a file, a body over the
-// limit) is sent once, still throttled and still pausing the scope on a
-// vendor throttle, and its response, a 429 included, is the caller's.
-//
-// A vendor's billing stop (OpenAI's 429 "insufficient_quota" with
-// signals body: openai) is neither retried nor paused on: the client
-// returns a *QuotaError matching ErrQuotaExhausted instead of the
-// response, so that the caller, or an SDK given this client, does not
-// take it for a throttle worth retrying. (An SDK that retries transport
-// errors gets the same error again at once: the retries are NewClient's
-// job, turn the SDK's off.) The Transport itself returns the response.
-//
-// The options are New's, plus WithRetries and WithRetryBodyLimit.
-func NewClient(opts ...Option) (*http.Client, error) {
-	t, err := New(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return t.Client(), nil
-}
 
 // DefaultRetryBodyLimit is the largest request body NewClient retries by
 // default: 1 MiB holds the JSON of an ordinary API call, while a larger
@@ -58,24 +21,33 @@ func NewClient(opts ...Option) (*http.Client, error) {
 // vendor's resumable upload, if it has one, is the better unit to retry.
 const DefaultRetryBodyLimit = 1 << 20
 
-// Client returns an *http.Client that retries around t, as NewClient does,
-// sending any body it will not retry once and unbuffered.
-func (t *Transport) Client() *http.Client {
-	if t.registry == nil {
-		return &http.Client{Transport: t} // every request fails clearly
-	}
+// retrySettings are NewClient's retries (WithRetries, WithRetryBodyLimit).
+type retrySettings struct {
+	max      int
+	min, cap time.Duration
+	// bodyLimit is the largest request body that is retried.
+	bodyLimit int64
+}
+
+// defaultRetry is what NewClient retries without options.
+var defaultRetry = retrySettings{4, 500 * time.Millisecond, 30 * time.Second, DefaultRetryBodyLimit}
+
+// retryClient returns an *http.Client that retries around rt, a Transport
+// of the providers of reg whose clock is clock, as s says: the vendors'
+// signals decide what is retried and after how long.
+func retryClient(rt http.RoundTripper, reg *providers.Registry, clock quota.Clock, s retrySettings) *http.Client {
 	policy := &backoff.Policy{
-		SignalsFor: t.signalsFor,
-		Now:        t.clock.Now,
+		SignalsFor: func(req *http.Request) *backoff.Signals { return signalsFor(reg, req) },
+		Now:        clock.Now,
 	}
 	rc := retryablehttp.NewClient()
 	// The client returned below follows redirects as its CheckRedirect
 	// says; this inner one must hand every 3xx back to it, or a caller
 	// who turned redirects off would still get them followed.
-	rc.HTTPClient = &http.Client{Transport: t, CheckRedirect: useLastResponse}
+	rc.HTTPClient = &http.Client{Transport: rt, CheckRedirect: useLastResponse}
 	rc.Logger = nil
-	rc.RetryMax = t.retry.max
-	rc.RetryWaitMin, rc.RetryWaitMax = t.retry.min, t.retry.cap
+	rc.RetryMax = s.max
+	rc.RetryWaitMin, rc.RetryWaitMax = s.min, s.cap
 	rc.CheckRetry = func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 		if errors.Is(err, ErrLimited) || errors.Is(err, ErrStoreUnavailable) {
 			return false, nil
@@ -84,7 +56,7 @@ func (t *Transport) Client() *http.Client {
 	}
 	rc.Backoff = policy.Backoff
 	rc.ErrorHandler = backoff.PassthroughErrorHandler
-	return &http.Client{Transport: retrying{rc, t.retry.bodyLimit, t}}
+	return &http.Client{Transport: retrying{rc, s.bodyLimit, reg, clock}}
 }
 
 // useLastResponse hands every redirect back to the caller's client.
@@ -101,7 +73,9 @@ func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseL
 type retrying struct {
 	client    *retryablehttp.Client
 	bodyLimit int64
-	t         *Transport
+	// registry and clock read a billing stop (quotaExhausted).
+	registry *providers.Registry
+	clock    quota.Clock
 }
 
 func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -109,7 +83,7 @@ func (r retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		return resp, err
 	}
-	if qe := r.t.quotaExhausted(resp); qe != nil {
+	if qe := quotaExhausted(r.registry, r.clock, resp); qe != nil {
 		return nil, qe
 	}
 	return resp, nil
@@ -132,7 +106,7 @@ func (r retrying) roundTrip(req *http.Request) (*http.Response, error) {
 	if hasBody {
 		// Every attempt sends a copy from GetBody; this one goes unread,
 		// and a RoundTripper closes the body it is given.
-		closeBody(req)
+		_ = req.Body.Close()
 		out.Body = nil
 	}
 	rreq, err := retryablehttp.FromRequest(out)
@@ -179,14 +153,15 @@ func unwrap(resp *http.Response, err error) (*http.Response, error) {
 }
 
 // quotaExhausted returns the error that stands for resp when its
-// provider's signals say it is a billing stop, having read the start of
-// its body and closed it; nil, with resp untouched, otherwise.
-func (t *Transport) quotaExhausted(resp *http.Response) *QuotaError {
+// provider's signals (in reg, read at clock's now) say it is a billing
+// stop, having read the start of its body and closed it; nil, with resp
+// untouched, otherwise.
+func quotaExhausted(reg *providers.Registry, clock quota.Clock, resp *http.Response) *QuotaError {
 	if resp.Request == nil {
 		return nil
 	}
-	res, _, _ := t.registry.Resolve(resp.Request, providers.Input{})
-	if res.Provider == nil || !backoff.Classify(resp, &res.Provider.Signals, t.clock.Now()).QuotaExhausted {
+	res, _, _ := reg.Resolve(resp.Request, providers.Input{})
+	if res.Provider == nil || !backoff.Classify(resp, &res.Provider.Signals, clock.Now()).QuotaExhausted {
 		return nil
 	}
 	// Classify has read up to MaxBodyPeek bytes already: no network read.
@@ -195,9 +170,10 @@ func (t *Transport) quotaExhausted(resp *http.Response) *QuotaError {
 	return &QuotaError{Provider: res.Provider.Name, StatusCode: resp.StatusCode, Body: body}
 }
 
-// signalsFor returns the throttling signals of req's provider, or nil.
-func (t *Transport) signalsFor(req *http.Request) *backoff.Signals {
-	res, _, _ := t.registry.Resolve(req, providers.Input{})
+// signalsFor returns the throttling signals of req's provider in reg, or
+// nil.
+func signalsFor(reg *providers.Registry, req *http.Request) *backoff.Signals {
+	res, _, _ := reg.Resolve(req, providers.Input{})
 	if res.Provider == nil {
 		return nil
 	}

@@ -107,6 +107,16 @@ func (f *failover) pause(ctx context.Context, p *providers.Provider, tag, key st
 	return paused
 }
 
+// sync applies obs to rsv in the store, unless the store rests after a
+// failure; a failure of the store starts a rest, as a decision's does.
+func (f *failover) sync(ctx context.Context, p *providers.Provider, rsv *quota.Reservation, obs []quota.Observed) {
+	probe, ok := f.admit()
+	if !ok {
+		return
+	}
+	f.settle(ctx, p, probe, rsv.Sync(ctx, obs))
+}
+
 // admit reports whether a call may go to the store (ok), and whether it
 // is the one probe of a resting store. Only the probe's answer ends a
 // rest; every admitted probe must be settled.

@@ -28,7 +28,7 @@ import (
 // (a whole TTL without renewal: the leases have expired) the goroutine
 // ends.
 type leaseHold struct {
-	t        *Transport
+	l        leases
 	rsv      *quota.Reservation
 	provider string
 	ctx      context.Context // the request's values, without its cancellation
@@ -45,13 +45,21 @@ type leaseHold struct {
 	done chan struct{}
 }
 
-// holdLeases starts keeping rsv's leases; ttl is the shortest lease TTL
-// of its stack. The round trip counts as activity until sent is called.
-func (t *Transport) holdLeases(ctx context.Context, provider string, rsv *quota.Reservation, ttl time.Duration) *leaseHold {
-	h := &leaseHold{t: t, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
+// leases holds the leases of admitted requests, with the clock that
+// times their renewals and the observer told about them handed in.
+type leases struct {
+	clock   quota.Clock
+	observe func(context.Context, Event)
+}
+
+// hold starts keeping rsv's leases, those of a request to provider; ttl
+// is the shortest lease TTL of its stack. The round trip counts as
+// activity until the caller takes it off (leaseHold.active).
+func (l leases) hold(ctx context.Context, provider string, rsv *quota.Reservation, ttl time.Duration) *leaseHold {
+	h := &leaseHold{l: l, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
 		every: max(ttl/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
 	h.active.Store(1)
-	t.observe(ctx, Event{Kind: Leased, Provider: provider})
+	l.observe(ctx, Event{Kind: Leased, Provider: provider})
 	go h.renew()
 	return h
 }
@@ -62,7 +70,7 @@ func (h *leaseHold) renew() {
 	defer close(h.done)
 	seen, idle := h.reads.Load(), 0
 	for {
-		timer := h.t.clock.NewTimer(h.every)
+		timer := h.l.clock.NewTimer(h.every)
 		select {
 		case <-h.stop:
 			timer.Stop()
@@ -73,14 +81,14 @@ func (h *leaseHold) renew() {
 		if h.active.Load() == 0 && r == seen {
 			if idle++; idle >= 2 {
 				h.expired.Store(true)
-				h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
+				h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
 				return
 			}
 			continue
 		}
 		seen, idle = r, 0
 		if err := h.rsv.Renew(h.ctx); err != nil {
-			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 		}
 	}
 }
@@ -92,14 +100,14 @@ func (h *leaseHold) release() {
 		<-h.done
 		err := h.rsv.Release(h.ctx)
 		if err != nil {
-			h.t.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 		}
 		switch {
 		case h.expired.Load(): // reported when the renewals stopped
 		case err != nil:
-			h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Err: err})
 		default:
-			h.t.observe(h.ctx, Event{Kind: Released, Provider: h.provider})
+			h.l.observe(h.ctx, Event{Kind: Released, Provider: h.provider})
 		}
 	})
 }

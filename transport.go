@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle/backoff"
-	"github.com/fleetquota/throttle/config"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
@@ -45,15 +44,10 @@ type Transport struct {
 	// failover holds the store (set by WithStore and WithStoreRetry) and
 	// decides when it fails.
 	failover failover
+	// leases holds the leases of the requests in flight.
+	leases leases
 
 	retry retrySettings
-}
-
-type retrySettings struct {
-	max      int
-	min, cap time.Duration
-	// bodyLimit is the largest request body that is retried.
-	bodyLimit int64
 }
 
 // An Option configures New and NewClient.
@@ -184,7 +178,7 @@ func New(opts ...Option) (*Transport, error) {
 		base:     http.DefaultTransport,
 		clock:    quota.SystemClock{},
 		failover: failover{retry: DefaultStoreRetry},
-		retry:    retrySettings{4, 500 * time.Millisecond, 30 * time.Second, DefaultRetryBodyLimit},
+		retry:    defaultRetry,
 	}
 	for _, o := range opts {
 		if err := o.apply(t); err != nil {
@@ -192,12 +186,13 @@ func New(opts ...Option) (*Transport, error) {
 		}
 	}
 	if t.registry == nil {
-		cfg, err := providers.Load("config/providers.yaml", config.Providers())
+		cfg, err := providers.LoadCatalog()
 		if err != nil {
 			return nil, fmt.Errorf("throttle: the shipped catalog: %w", err)
 		}
 		t.registry = providers.NewRegistry(cfg)
 	}
+	t.leases = leases{clock: t.clock, observe: t.observe}
 	f := &t.failover
 	f.clock, f.observe = t.clock, t.observe
 	f.local = quota.NewMemoryStore(quota.MemoryOptions{Clock: t.clock})
@@ -205,6 +200,54 @@ func New(opts ...Option) (*Transport, error) {
 		f.store = f.local
 	}
 	return t, nil
+}
+
+// NewClient returns an *http.Client for any vendor SDK that accepts one:
+// hashicorp/go-retryablehttp retries around a Transport, so that every
+// attempt, retries included, waits for its own slot. Throttled responses
+// (by the provider's signals) are retried for any method after the
+// vendor's delay; connection errors and 5xx only for idempotent requests
+// or ones with an Idempotency-Key. No retry sleeps past the request's
+// context deadline. When retries run out the caller gets the last
+// response, not an error. A refusal by the throttle itself (ErrLimited,
+// ErrStoreUnavailable) is returned at once, never retried. Redirects are
+// followed as the returned client's CheckRedirect says, each hop throttled
+// as a request of its own; the retrying layer never follows one itself.
+//
+// A request body is never buffered. A body is retried only when the
+// request can make a fresh copy of it (GetBody, which http.NewRequest sets
+// for a *bytes.Buffer, *bytes.Reader or *strings.Reader) and its length
+// is at most the retry body limit (DefaultRetryBodyLimit,
+// WithRetryBodyLimit): its ContentLength or, where the request does not
+// say it, the length of one copy, streamed to nowhere; each attempt sends
+// a copy from GetBody. Any other body (a stream, a pipe, a file, a body over the
+// limit) is sent once, still throttled and still pausing the scope on a
+// vendor throttle, and its response, a 429 included, is the caller's.
+//
+// A vendor's billing stop (OpenAI's 429 "insufficient_quota" with
+// signals body: openai) is neither retried nor paused on: the client
+// returns a *QuotaError matching ErrQuotaExhausted instead of the
+// response, so that the caller, or an SDK given this client, does not
+// take it for a throttle worth retrying. (An SDK that retries transport
+// errors gets the same error again at once: the retries are NewClient's
+// job, turn the SDK's off.) The Transport itself returns the response.
+//
+// The options are New's, plus WithRetries and WithRetryBodyLimit.
+func NewClient(opts ...Option) (*http.Client, error) {
+	t, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return t.Client(), nil
+}
+
+// Client returns an *http.Client that retries around t, as NewClient does,
+// sending any body it will not retry once and unbuffered.
+func (t *Transport) Client() *http.Client {
+	if t.registry == nil {
+		return &http.Client{Transport: t} // every request fails clearly
+	}
+	return retryClient(t, t.registry, t.clock, t.retry)
 }
 
 // errZeroTransport is what a Transport not made by New answers: it has no
@@ -372,7 +415,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	ctx := req.Context()
 	var h *leaseHold
 	if rsv.HoldsLeases() {
-		h = t.holdLeases(ctx, res.Provider.Name, rsv, leaseTTL(q))
+		h = t.leases.hold(ctx, res.Provider.Name, rsv, leaseTTL(q))
 	}
 	resp, err := t.send(req, res, rsv)
 	if h != nil {
@@ -386,11 +429,11 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	}
 	s := settlerFrom(ctx)
 	if s == nil && res.Settle != nil {
-		s = settlerOf(res.Settle)
+		s = res.Settle.Meter
 	}
 	if s != nil {
 		if m := s(resp); m != nil {
-			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: t.settleFunc(ctx, res.Provider.Name, q, rsv)}
+			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: settleFunc(ctx, t.observe, res.Provider.Name, q, rsv)}
 		}
 	}
 	if h != nil {
@@ -424,8 +467,8 @@ func (t *Transport) wait(ctx context.Context, rsv *quota.Reservation) error {
 // A billing stop (backoff.Verdict.QuotaExhausted) is no throttle: it
 // pauses nothing, and is returned as the response it is. With a sync
 // configured, it first reconciles the store with the vendor's counters
-// (sync.go); rsv is the request's reservation, nil when the store did not
-// decide it.
+// (syncCounters); rsv is the request's reservation, nil when the store
+// did not decide it.
 func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quota.Reservation) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp == nil {
@@ -434,7 +477,7 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	p := res.Provider
 	ctx := req.Context()
 	v := backoff.Classify(resp, &p.Signals, t.clock.Now())
-	t.syncVendor(ctx, resp, res, rsv)
+	t.syncCounters(ctx, resp, res, rsv)
 	if !v.Throttled {
 		return resp, nil
 	}
@@ -462,6 +505,39 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 		}
 	}
 	return resp, nil
+}
+
+// syncTimeout bounds the store calls a response makes: the request's own
+// context may end as soon as the caller has the response.
+const syncTimeout = 2 * time.Second
+
+// syncCounters reconciles the store with the vendor's counters on resp,
+// as res's sync field says (docs/decisions.md, "Vendor counters"): it
+// drains the reservation's limits to the vendor's figures, and pauses the
+// scope when a counter says none remain until a reset. Per response it
+// costs one read of the counters and, only when the vendor reports less
+// than the decision believed, one store call. rsv is the request's
+// reservation, nil when the store did not decide it.
+func (t *Transport) syncCounters(ctx context.Context, resp *http.Response, res *providers.Resolution, rsv *quota.Reservation) {
+	var decided []quota.Status
+	if rsv != nil && rsv.Allowed {
+		decided = rsv.Limits
+	}
+	cs := res.ReadCounters(resp, t.clock.Now(), decided)
+	if len(cs.Observed) == 0 && cs.Hold <= 0 {
+		return
+	}
+	p := res.Provider
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
+	defer cancel()
+	if len(cs.Observed) > 0 {
+		t.failover.sync(sctx, p, rsv, cs.Observed)
+	}
+	if cs.Hold > 0 && res.Pause != "" && res.Request.Tag != "" {
+		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold) {
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: cs.Hold, Status: resp.StatusCode})
+		}
+	}
 }
 
 func (t *Transport) observe(ctx context.Context, e Event) {

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetquota/throttle"
-	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/providers"
 )
 
 // DefaultBuckets are throttle_wait_seconds' buckets: from "went at once"
@@ -225,9 +225,7 @@ func (o *Observer) Observe(_ context.Context, e throttle.Event) {
 		}
 	}
 	for i, it := range e.Items {
-		// The key is the limit's name alone exactly when the item is
-		// the provider's one state of that limit (quota.KeyOf).
-		if i < len(e.Statuses) && it.Limit != nil && it.Key == quota.KeyOf(it.Limit.Name, "") {
+		if i < len(e.Statuses) && it.Limit != nil && providers.ProviderWide(it.Key) {
 			o.remaining.WithLabelValues(e.Provider, it.Limit.Name).Set(float64(e.Statuses[i].Remaining))
 		}
 	}

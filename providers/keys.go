@@ -128,6 +128,14 @@ func (p *Provider) PauseKey(part string) (tag, key string) {
 	return p.Tag(part), joinKey(pauseKey, part)
 }
 
+// ProviderWide reports whether key, an item key Resolve built, is a
+// limit's one state for every request in its tag: that of a provider-wide
+// limit, or the shared state of requests without a value for the limit's
+// scope. A key with a part is one scope value's.
+func ProviderWide(key string) bool {
+	return strings.IndexByte(key, ':') < 0
+}
+
 // A Key is what a tag and key of the provider hold, as ParseKey reads
 // them back.
 type Key struct {

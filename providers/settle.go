@@ -2,11 +2,13 @@ package providers
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fleetquota/throttle/backoff"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -64,6 +66,21 @@ func (f SettleFormat) Figures() []string {
 		return []string{"input", "output"}
 	case SettleShopifyGraphQL:
 		return []string{"cost"}
+	}
+	return nil
+}
+
+// Meter returns the meter that reads resp's body in s's format for the
+// limits s maps its figures to (backoff's usage meters), or nil for a
+// format this version does not know.
+func (s *Settle) Meter(resp *http.Response) backoff.Meter {
+	switch s.Format {
+	case SettleOpenAI:
+		return backoff.OpenAIUsage(resp, s.Usage["tokens"])
+	case SettleAnthropic:
+		return backoff.AnthropicUsage(resp, s.Usage["input"], s.Usage["output"])
+	case SettleShopifyGraphQL:
+		return backoff.ShopifyQueryCost(s.Usage["cost"])
 	}
 	return nil
 }

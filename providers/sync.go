@@ -1,78 +1,72 @@
-package throttle
+package providers
 
 import (
-	"context"
 	"net/http"
 	"time"
 
 	"github.com/fleetquota/throttle/backoff"
-	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
-// This file reconciles the store with the vendor's own counters, read on
-// every response of a provider (or route) with a sync field
-// (docs/decisions.md, "Vendor counters"). Per response it costs one
-// backoff.ReadCounters and, only when the vendor reports less than the
-// decision believed, one store call; a response that says a counter is
-// spent until a reset pauses the scope until then, as a 429 would.
+// This file maps a vendor's counters onto the limits of a request's stack
+// (docs/decisions.md, "Vendor counters"): the sync field says which
+// counter is which limit, and the limit says what the vendor's figures
+// mean in its own units. backoff reads the figures; the transport applies
+// what they ask of the store.
 
-// syncTimeout bounds the store calls a response makes: the request's own
-// context may end as soon as the caller has the response.
-const syncTimeout = 2 * time.Second
+// A CounterSync is what a response's vendor counters ask of the store.
+type CounterSync struct {
+	// Observed are the limits of the stack to drain to the vendor's
+	// figures, or whose stated limit to learn (quota.Reservation.Sync):
+	// those the decision believed had more left, or ran at another rate.
+	Observed []quota.Observed
+	// Hold is how long to pause the request's scope, as a 429 would: a
+	// counter the configuration maps says none remain until a reset,
+	// capped at the provider's max_delay. Zero pauses nothing.
+	Hold time.Duration
+}
 
-// syncVendor reads resp's counters per res.Sync and applies them: it
-// drains the reservation's limits to the vendor's figures, and pauses the
-// scope when a counter the configuration maps says none remain until a
-// reset. That holds for a throttled response too: its Retry-After may ask
-// for a retry in a second while the counter's window ends much later, and
-// every retry before then is another 429 (a pause never shortens a longer
-// one, so the longer of the two holds). rsv is the request's reservation,
-// nil when the store did not decide it.
-func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *providers.Resolution, rsv *quota.Reservation) {
-	sc := res.Sync
-	if sc == nil {
-		return
+// ReadCounters reads resp's counters at now as r.Sync says (nothing when
+// r has no Sync) and maps them onto r's stack. decided are the statuses
+// of the request's decision when the store admitted it
+// (quota.Reservation.Limits), nil otherwise: only an admitted request's
+// reservation has limits to drain. The hold holds for a throttled
+// response too: its Retry-After may ask for a retry in a second while the
+// counter's window ends much later, and every retry before then is
+// another 429 (a pause never shortens a longer one, so the longer of the
+// two holds).
+func (r *Resolution) ReadCounters(resp *http.Response, now time.Time, decided []quota.Status) CounterSync {
+	var cs CounterSync
+	if r.Sync == nil {
+		return cs
 	}
-	readings, _ := backoff.ReadCounters(resp, sc.Format, t.clock.Now())
+	readings, _ := backoff.ReadCounters(resp, r.Sync.Format, now)
 	if len(readings) == 0 {
-		return
+		return cs
 	}
-	p := res.Provider
 	var hold time.Duration
 	for _, rd := range readings {
-		if _, ok := sc.Counters[rd.Counter]; ok && rd.HasRemaining && rd.Remaining == 0 && rd.HasReset {
+		if _, ok := r.Sync.Counters[rd.Counter]; ok && rd.HasRemaining && rd.Remaining == 0 && rd.HasReset {
 			hold = max(hold, rd.Reset)
 		}
 	}
-	var obs []quota.Observed
-	if rsv != nil && rsv.Allowed {
-		for _, o := range mapCounters(readings, res, rsv.Limits) {
-			drain := !o.LimitOnly && o.Item < len(rsv.Limits) && o.Remaining < rsv.Limits[o.Item].Remaining
-			if drain || o.Limit != 0 {
-				o.LimitOnly = !drain
-				obs = append(obs, o)
-			}
+	cs.Hold = capDelay(hold, r.Provider.Signals.MaxDelay)
+	if decided == nil {
+		return cs
+	}
+	for _, o := range r.mapCounters(readings, decided) {
+		drain := !o.LimitOnly && o.Item < len(decided) && o.Remaining < decided[o.Item].Remaining
+		if drain || o.Limit != 0 {
+			o.LimitOnly = !drain
+			cs.Observed = append(cs.Observed, o)
 		}
 	}
-	if len(obs) == 0 && hold <= 0 {
-		return
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
-	defer cancel()
-	if len(obs) > 0 {
-		t.failover.sync(sctx, p, rsv, obs)
-	}
-	if d := capDelay(hold, p.Signals.MaxDelay); d > 0 && res.Pause != "" && res.Request.Tag != "" {
-		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, d) {
-			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d, Status: resp.StatusCode})
-		}
-	}
+	return cs
 }
 
-// mapCounters maps the readings onto res's stack per res.Sync: for each
+// mapCounters maps the readings onto r's stack per r.Sync: for each
 // reading of a counter the configuration maps to a limit of the stack,
-// the limit's index in res.Request.Items and what it may still admit at
+// the limit's index in r.Request.Items and what it may still admit at
 // once (ourRemaining). For a learning limit (package quota's doc,
 // "Learning") whose decision (decided, the reservation's statuses) ran
 // at another rate than the one the reading states, the stated limit too
@@ -80,30 +74,30 @@ func (t *Transport) syncVendor(ctx context.Context, resp *http.Response, res *pr
 // the store records it only when it changes what decisions run at. A
 // counter mapped to a limit not in this request's stack, or a reading
 // with nothing to drain to nor to learn, is left out.
-func mapCounters(readings []backoff.Reading, res *providers.Resolution, decided []quota.Status) []quota.Observed {
+func (r *Resolution) mapCounters(readings []backoff.Reading, decided []quota.Status) []quota.Observed {
 	var obs []quota.Observed
 	for _, rd := range readings {
-		name, ok := res.Sync.Counters[rd.Counter]
+		name, ok := r.Sync.Counters[rd.Counter]
 		if !ok {
 			continue
 		}
-		i := itemNamed(res.Request.Items, name)
+		i := itemNamed(r.Request.Items, name)
 		if i < 0 {
 			continue // not in this request's stack
 		}
-		lim := res.Request.Items[i].Limit
+		lim := r.Request.Items[i].Limit
 		o := quota.Observed{Item: i}
-		if stated, ok := statedLimit(rd, lim, res.Provider); ok {
+		if stated, ok := statedLimit(rd, lim, r.Provider); ok {
 			lim = lim.Learned(stated) // the vendor's remaining counts in the bucket it states
 			if i < len(decided) && lim.Rate != decided[i].Rate {
 				o.Limit = stated
 			}
 		}
-		r, ok := ourRemaining(rd, lim, res.Provider)
+		left, ok := ourRemaining(rd, lim, r.Provider)
 		if !ok && o.Limit == 0 {
 			continue
 		}
-		o.Remaining, o.LimitOnly = r, !ok
+		o.Remaining, o.LimitOnly = left, !ok
 		obs = append(obs, o)
 	}
 	return obs
@@ -115,7 +109,7 @@ func mapCounters(readings []backoff.Reading, res *providers.Resolution, decided 
 // limit (none, or 0, which allows nothing and is no plan) or one over
 // another period than lim's. A figure out of lim's bounds is clamped by
 // the store (quota.Limit.LearnBounds).
-func statedLimit(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (int64, bool) {
+func statedLimit(rd backoff.Reading, lim *quota.Limit, p *Provider) (int64, bool) {
 	if !lim.Learn || !rd.HasLimit || rd.Limit <= 0 || rd.Window != 0 && rd.Window != lim.Period {
 		return 0, false
 	}
@@ -133,7 +127,7 @@ func statedLimit(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (i
 // draining the burst only once the vendor has less left than it. ok is
 // false when the reading says nothing to drain to: no remaining, or a
 // reset already due (the counter is full again, whatever it reads).
-func ourRemaining(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (int64, bool) {
+func ourRemaining(rd backoff.Reading, lim *quota.Limit, p *Provider) (int64, bool) {
 	if !rd.HasRemaining || rd.HasReset && rd.Reset <= 0 {
 		return 0, false
 	}
@@ -147,7 +141,7 @@ func ourRemaining(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) (
 // sameBucket reports whether the vendor's counter rd is the bucket lim
 // models: its limit, with p's headroom applied, is lim's capacity, and
 // the window it states, if any, is lim's period.
-func sameBucket(rd backoff.Reading, lim *quota.Limit, p *providers.Provider) bool {
+func sameBucket(rd backoff.Reading, lim *quota.Limit, p *Provider) bool {
 	if !rd.HasLimit || rd.Limit <= 0 || p.Published(rd.Limit) != lim.Capacity() {
 		return false
 	}
@@ -192,14 +186,4 @@ func itemNamed(items []quota.Item, name string) int {
 		}
 	}
 	return -1
-}
-
-// sync applies obs to rsv in the store, unless the store rests after a
-// failure; a failure of the store starts a rest, as a decision's does.
-func (f *failover) sync(ctx context.Context, p *providers.Provider, rsv *quota.Reservation, obs []quota.Observed) {
-	probe, ok := f.admit()
-	if !ok {
-		return
-	}
-	f.settle(ctx, p, probe, rsv.Sync(ctx, obs))
 }

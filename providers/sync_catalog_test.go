@@ -1,4 +1,4 @@
-package throttle_test
+package providers
 
 import (
 	"io"
@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/backoff"
-	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
 // TestCatalogSyncExamples reads each vendor's documented header example
-// (config/providers.yaml cites where each is documented) through the
+// (config/yaml cites where each is documented) through the
 // catalog's sync mapping, as the transport does on a response, and checks
 // which limit each counter drains and to what. A window vendor modelled
 // as a GCRA with a burst below its limit (GitHub, Zendesk, HubSpot,
@@ -25,7 +23,7 @@ import (
 // catalog sync maps is covered.
 func TestCatalogSyncExamples(t *testing.T) {
 	t.Parallel()
-	biz := providers.Input{Business: "acme", Labels: map[string]string{"model": "m"}}
+	biz := Input{Business: "acme", Labels: map[string]string{"model": "m"}}
 	anthropicTier2 := map[string]string{
 		"ANTHROPIC_RPM": "1000/min", "ANTHROPIC_ITPM": "80000/min", "ANTHROPIC_OTPM": "16000/min",
 	}
@@ -51,7 +49,7 @@ func TestCatalogSyncExamples(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, method, url string
-		in                providers.Input
+		in                Input
 		env               map[string]string
 		now               time.Time
 		headers           []string
@@ -163,7 +161,7 @@ func TestCatalogSyncExamples(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := providers.LoadCatalog(providers.WithLookupEnv(func(k string) (string, bool) {
+			cfg, err := LoadCatalog(WithLookupEnv(func(k string) (string, bool) {
 				v, ok := tc.env[k]
 				return v, ok
 			}))
@@ -182,7 +180,7 @@ func TestCatalogSyncExamples(t *testing.T) {
 			for i := 0; i+1 < len(tc.headers); i += 2 {
 				resp.Header.Add(tc.headers[i], tc.headers[i+1])
 			}
-			got, errs := throttle.MapCounters(resp, &res, tc.now)
+			got, errs := mapCountersByName(resp, &res, tc.now)
 			if len(errs) > 0 {
 				t.Errorf("the documented example reads with errors: %v", errs)
 			}
@@ -198,7 +196,7 @@ func TestCatalogSyncExamples(t *testing.T) {
 	}
 
 	// Every limit the catalog's sync maps is covered above.
-	cfg, err := providers.LoadCatalog(providers.WithLookupEnv(func(string) (string, bool) { return "", false }))
+	cfg, err := LoadCatalog(WithLookupEnv(func(string) (string, bool) { return "", false }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +209,7 @@ func TestCatalogSyncExamples(t *testing.T) {
 	}
 	mapped := 0
 	for _, p := range cfg.Providers() {
-		syncs := []*providers.Sync{p.Sync}
+		syncs := []*Sync{p.Sync}
 		for i := range p.Routes {
 			syncs = append(syncs, p.Routes[i].Sync)
 		}
@@ -246,7 +244,7 @@ func TestSyncSameBucketNeedsSamePeriod(t *testing.T) {
 		{"100/10s", 50},
 		{"100/min", 60},
 	} {
-		cfg, err := providers.Load("hub.yaml", []byte(`
+		cfg, err := Load("hub.yaml", []byte(`
 providers:
   hub:
     hosts: [api.hub.test]
@@ -258,7 +256,7 @@ providers:
 			t.Fatal(err)
 		}
 		req, _ := http.NewRequest("GET", "https://api.hub.test/x", nil)
-		res, _, err := cfg.Resolve(req, providers.Input{})
+		res, _, err := cfg.Resolve(req, Input{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +264,7 @@ providers:
 		resp.Header.Set("X-HubSpot-RateLimit-Max", "100")
 		resp.Header.Set("X-HubSpot-RateLimit-Remaining", "60")
 		resp.Header.Set("X-HubSpot-RateLimit-Interval-Milliseconds", "10000")
-		got, _ := throttle.MapCounters(resp, &res, time.Now())
+		got, _ := mapCountersByName(resp, &res, time.Now())
 		if got["interval"] != tc.want {
 			t.Errorf("limit %s: drained to %v, want %d", tc.limit, got, tc.want)
 		}
@@ -280,13 +278,13 @@ providers:
 func TestSyncNeverAboveVendorOrCapacity(t *testing.T) {
 	t.Parallel()
 	for _, headroom := range []float64{1, 0.95, 0.9, 0.5} {
-		p := &providers.Provider{Headroom: headroom}
+		p := &Provider{Headroom: headroom}
 		for _, burst := range []int64{1, 19, 20, 45, 50, 95, 100} {
 			lim := &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 50, Period: time.Minute, Burst: burst}
 			for vl := int64(1); vl <= 120; vl++ {
 				for _, vr := range []int64{0, 1, vl / 2, vl - 1, vl} {
 					rd := backoff.Reading{Counter: "c", Limit: vl, HasLimit: true, Remaining: max(vr, 0), HasRemaining: true}
-					r, ok := throttle.OurRemaining(rd, lim, p)
+					r, ok := ourRemaining(rd, lim, p)
 					if !ok || r < 0 || r > rd.Remaining || r > lim.Capacity() {
 						t.Fatalf("headroom %v, burst %d, vendor %d/%d: drained to %d (%v), want 0 to min(remaining, capacity)",
 							headroom, burst, rd.Remaining, vl, r, ok)
@@ -295,4 +293,17 @@ func TestSyncNeverAboveVendorOrCapacity(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mapCountersByName reads resp's counters at now as the transport does
+// for res, and returns what each mapped limit (by name) would be drained
+// to: the catalog's sync mappings are tested against the vendors'
+// documented examples through it.
+func mapCountersByName(resp *http.Response, res *Resolution, now time.Time) (map[string]int64, []error) {
+	readings, errs := backoff.ReadCounters(resp, res.Sync.Format, now)
+	out := map[string]int64{}
+	for _, o := range res.mapCounters(readings, nil) {
+		out[res.Request.Items[o.Item].Limit.Name] = o.Remaining
+	}
+	return out, errs
 }
