@@ -90,6 +90,43 @@ func (f *failover) watch(ctx context.Context, p *providers.Provider, tag, key st
 	return w
 }
 
+// watchPauses has the store listen for the fleet's pauses while a
+// request waits for its slot, when it can (quota.PauseNotifier); the
+// returned stop ends it. While the store rests, only this process's
+// pauses matter: the in-process limiter decides.
+func (f *failover) watchPauses(ctx context.Context, p *providers.Provider) (stop func()) {
+	n, ok := f.store.(quota.PauseNotifier)
+	if !ok || f.downUntil.Load() != 0 {
+		return func() {}
+	}
+	stop, err := n.WatchPauses(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+		}
+		return func() {}
+	}
+	return stop
+}
+
+// pausedFor returns how much longer the pauses of q hold it back, as far
+// as this process knows (quota.PauseNotifier): its own pauses and those
+// the store heard of; while the store rests, the in-process limiter's.
+func (f *failover) pausedFor(q *quota.Request) time.Duration {
+	var n quota.PauseNotifier = f.local
+	if f.downUntil.Load() == 0 {
+		var ok bool
+		if n, ok = f.store.(quota.PauseNotifier); !ok {
+			return 0
+		}
+	}
+	var d time.Duration
+	for _, k := range q.Pauses {
+		d = max(d, n.PausedFor(q.Tag, k))
+	}
+	return d
+}
+
 // pause holds back key (in tag) for d after p's vendor throttled a
 // request: in the store, and in the in-process limiter when that decides
 // p's requests during an outage, since it must honour the vendor's delay

@@ -30,12 +30,19 @@ const fleetStoreTimeout = 2 * time.Second
 // with its own Redis client and store.
 func fleetMember(t *testing.T, yaml, host string, rc redis.UniversalClient) *http.Client {
 	t.Helper()
+	return fleetTransport(t, yaml, host, rc).Client()
+}
+
+// fleetTransport returns the Transport of one member of a fleet, with its
+// own Redis client and store.
+func fleetTransport(t *testing.T, yaml, host string, rc redis.UniversalClient) *throttle.Transport {
+	t.Helper()
 	store, err := redisstore.New(rc, redisstore.Options{Timeout: fleetStoreTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, client := e2eTransport(t, yaml, host, throttle.WithStore(store))
-	return client
+	tr, _ := e2eTransport(t, yaml, host, throttle.WithStore(store))
+	return tr
 }
 
 // fleetRun drives every client with workers goroutines for d at once and

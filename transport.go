@@ -293,6 +293,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	q := res.Request
 	limit := q.MaxWait
+	start := t.clock.Now()
 	if dl, ok := ctx.Deadline(); ok {
 		// A context's deadline runs on the real clock, whatever t.clock is.
 		if left := time.Until(dl); left < q.MaxWait {
@@ -300,8 +301,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	rsv, err := t.failover.reserve(ctx, p, &q)
-	if err == nil && !rsv.Allowed && q.MaxWait > 0 && p.Mode != providers.Shadow && leaseDecided(&q, rsv.Decider) {
-		rsv, err = t.waitLease(ctx, p, &q, rsv)
+	if err == nil {
+		rsv, err = t.admit(ctx, p, &q, rsv, limit, start.Add(q.MaxWait))
 	}
 	if err != nil {
 		if errors.Is(err, errFailOpen) {
@@ -310,36 +311,82 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	shadow := p.Mode == providers.Shadow
-	decider := deciderName(&q, rsv.Decider)
-	if !rsv.Allowed {
-		t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
-			Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
-		if shadow {
-			return t.send(req, &res, rsv)
-		}
-		closeBody(req)
-		return nil, &LimitError{
-			Provider:   p.Name,
-			Limit:      decider,
-			Scope:      deciderScope(p, &q, rsv.Decider),
-			RetryAfter: rsv.RetryAfter,
-			// No lease came back within the wait: had the deadline been
-			// the max wait, one might have.
-			Deadline: q.MaxWait < limit && (rsv.RetryAfter <= limit || leaseDecided(&q, rsv.Decider)),
-		}
+	if !rsv.Allowed { // shadow mode: refused, sent anyway
+		return t.send(req, &res, rsv)
 	}
-	t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
-		Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
-	if rsv.Wait > 0 && !shadow {
+	return t.sendAdmitted(req, &res, &q, rsv)
+}
+
+// admit takes rsv, q's decision, to the moment the request may go: it
+// waits for a lease when a concurrency limit refused it (waitLease), and
+// for its slot when one was reserved ahead. A pause set after the
+// decision that holds the slot back (another request's vendor throttle,
+// in this process or, heard through the store, another) makes it decide
+// again once its slot comes: the store then puts it after the pause,
+// behind the requests that reserved before it (their slots came first),
+// so the fleet keeps its arrival order (docs/decisions.md, "A pause set
+// while requests wait"). limit is the max wait before the context's
+// deadline cut it, and end when the wait must be over. It returns the
+// decision the request goes on (refused only in shadow mode), a
+// *LimitError, or the store's or the context's error.
+func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.Request, rsv *quota.Reservation, limit time.Duration, end time.Time) (*quota.Reservation, error) {
+	shadow := p.Mode == providers.Shadow
+	cut := q.MaxWait < limit // by the context's deadline
+	var stop func()
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		var err error
+		if !rsv.Allowed && q.MaxWait > 0 && !shadow && leaseDecided(q, rsv.Decider) {
+			if rsv, err = t.waitLease(ctx, p, q, rsv); err != nil {
+				return nil, err
+			}
+		}
+		decider := deciderName(q, rsv.Decider)
+		if !rsv.Allowed {
+			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
+				Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
+			if shadow {
+				return rsv, nil
+			}
+			return nil, &LimitError{
+				Provider:   p.Name,
+				Limit:      decider,
+				Scope:      deciderScope(p, q, rsv.Decider),
+				RetryAfter: rsv.RetryAfter,
+				// No lease came back within the wait: had the deadline been
+				// the max wait, one might have.
+				Deadline: cut && (rsv.RetryAfter <= limit || leaseDecided(q, rsv.Decider)),
+			}
+		}
+		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
+			Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
+		if rsv.Wait <= 0 || shadow {
+			return rsv, nil
+		}
+		if stop == nil {
+			stop = t.failover.watchPauses(ctx, p)
+		}
 		if err := t.wait(ctx, rsv); err != nil {
 			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
-			closeBody(req)
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
 		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
+		if t.failover.pausedFor(q) <= 0 {
+			return rsv, nil
+		}
+		// The slot's time has come, so it stays charged (Cancel gives
+		// nothing back then): on the safe side.
+		r := *q
+		r.MaxWait = max(end.Sub(t.clock.Now()), 0)
+		q = &r
+		if rsv, err = t.failover.reserve(ctx, p, q); err != nil {
+			return nil, err
+		}
 	}
-	return t.sendAdmitted(req, &res, &q, rsv)
 }
 
 // waitLease waits for a lease of the concurrency limit that refused rsv,

@@ -92,6 +92,19 @@
 // ones after it. Calendar windows are not drained: a window's count is
 // already the vendor's count of that window.
 //
+// # A pause set while requests wait
+//
+// A reservation made before a pause is not moved by it: its slot was
+// decided. So a caller that waits for its slot asks, when the slot comes,
+// whether a pause of its request now holds it back, and if so decides
+// again (the store then puts it after the pause). A Store that is a
+// PauseNotifier answers from what the process knows, with no round trip:
+// the pauses it set, at once, and those the fleet set, announced by the
+// store while the process watches (the Redis store through a PUBLISH from
+// the script that pauses; the memory store knows its own). A pause is held
+// for its length from when the process hears of it, on the process's
+// clock.
+//
 // # Cancel
 //
 // A waiter that will not use its slot cancels it (Reservation.Cancel). If

@@ -5,7 +5,27 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
+
+// A PauseNotifier is a Store that tells a process about the pauses set
+// anywhere in the fleet (package doc "A pause set while requests wait"),
+// so that a request that reserved its slot before a pause, and waits for
+// it, does not go out inside the pause.
+//
+// It is not part of Store for the reason LeaseNotifier is not: a store
+// can do without it, at the cost of the vendor's second 429s.
+type PauseNotifier interface {
+	// WatchPauses has the store listen for pauses set by the fleet from
+	// now until stop is called; call it before waiting for a slot, and
+	// stop once the wait is over. An error (the store cannot listen)
+	// leaves the caller with the pauses its own process sets.
+	WatchPauses(ctx context.Context) (stop func(), err error)
+	// PausedFor returns how much longer the pause key in tag holds
+	// requests back, as far as this process knows: the pauses it set
+	// itself, and those announced while it watched. Zero when none.
+	PausedFor(tag, key string) time.Duration
+}
 
 // A LeaseNotifier is a Store that tells a process's requests waiting for a
 // lease when one comes back (package doc "Waiting for a lease"): a

@@ -541,4 +541,26 @@ func (m *MemoryStore) Pause(ctx context.Context, tag, key string, d time.Duratio
 	return nil
 }
 
+var _ PauseNotifier = (*MemoryStore)(nil)
+
+// WatchPauses does nothing: every pause of a MemoryStore is set in this
+// process, so PausedFor knows it at once.
+func (m *MemoryStore) WatchPauses(context.Context) (stop func(), err error) {
+	return func() {}, nil
+}
+
+// PausedFor returns how much longer the pause key in tag holds requests
+// back; see PauseNotifier.
+func (m *MemoryStore) PausedFor(tag, key string) time.Duration {
+	tag = SafeKey(tag)
+	s := m.shard(tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.lookup(s.ref(tag, key))
+	if e == nil {
+		return 0
+	}
+	return max(time.Duration(e.cell.until-m.now())*time.Microsecond, 0)
+}
+
 var errInvalidPause = fmt.Errorf("%w pause: empty tag or key", ErrInvalid)

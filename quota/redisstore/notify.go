@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,17 +39,111 @@ import (
 // subscription; an expiry, which nobody announces).
 type notifier struct {
 	mu      sync.Mutex
-	waiters int             // waiters not Done
+	waiters int             // lease waiters and pause watchers
 	subs    []*redis.PubSub // while waiters > 0: one, or one per Ring shard
 	stop    chan struct{}   // closed to end the readers
 	readers sync.WaitGroup  // one reader per subscription
 	queues  quota.LeaseQueues
+	pauses  pauseBoard
 }
 
-var _ quota.LeaseNotifier = (*Store)(nil)
+var (
+	_ quota.LeaseNotifier = (*Store)(nil)
+	_ quota.PauseNotifier = (*Store)(nil)
+)
 
 // channel is the channel releases are announced on.
 func (s *Store) channel() string { return s.prefix + "!released" }
+
+// pauseChannel is the channel pauses are announced on (pause.lua). The
+// same subscription hears both channels.
+func (s *Store) pauseChannel() string { return s.prefix + "!paused" }
+
+// The Store is a quota.PauseNotifier too: pause.lua PUBLISHes each pause
+// it sets, "<d µs> <pause key>", and a Store that has slot waiters
+// (WatchPauses) listens on the same subscription as its lease waiters.
+// A pause is held from when this process hears of it, for d on its own
+// clock, so the clocks of the fleet never meet; the pauses the Store sets
+// itself are noted at once. A waiter learns of another process's pause
+// one PUBLISH delivery after it was set, or not at all while this process
+// was not subscribed: between the decision of its first waiter after an
+// idle spell and that waiter's subscription (one round trip), and while
+// a broken subscription reconnects.
+
+// WatchPauses listens for the fleet's pauses until stop is called; see
+// quota.PauseNotifier. The first watcher or lease waiter of the process
+// subscribes (one round trip); the others cost nothing.
+func (s *Store) WatchPauses(ctx context.Context) (stop func(), err error) {
+	n := &s.notify
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.waiters == 0 {
+		if err := s.subscribe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	n.waiters++
+	var once sync.Once
+	return func() { once.Do(s.leave) }, nil
+}
+
+// PausedFor returns how much longer the pause key in tag holds requests
+// back, as far as this process knows; see quota.PauseNotifier.
+func (s *Store) PausedFor(tag, key string) time.Duration {
+	return s.notify.pauses.left(s.PauseKey(tag, key), s.now())
+}
+
+// now is the time on this process's clock: the store's injected clock in
+// tests.
+func (s *Store) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
+// pauseBoard holds the pauses this process knows of, by pause key, until
+// they end: at most the pause keys paused at once across the fleet.
+type pauseBoard struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// note holds the pause key pk for d from now, unless a longer pause holds
+// it already; it drops the pauses that have ended.
+func (b *pauseBoard) note(pk string, d time.Duration, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until == nil {
+		b.until = make(map[string]time.Time)
+	}
+	for k, u := range b.until {
+		if !u.After(now) {
+			delete(b.until, k)
+		}
+	}
+	if u := now.Add(d); u.After(b.until[pk]) {
+		b.until[pk] = u
+	}
+}
+
+// left returns how long the pause key pk is held from now, or zero.
+func (b *pauseBoard) left(pk string, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.until[pk].Sub(now), 0)
+}
+
+// heard notes a pause announced on the pause channel; a payload that is
+// not "<d µs> <key>" is ignored.
+func (s *Store) heard(payload string) {
+	ds, pk, ok := strings.Cut(payload, " ")
+	us, err := strconv.ParseInt(ds, 10, 64)
+	if !ok || err != nil || us <= 0 || us > quota.MaxExact {
+		return
+	}
+	s.notify.pauses.note(pk, time.Duration(us)*time.Microsecond, s.now())
+}
 
 // WatchLeases queues a waiter for a lease of key in tag, subscribing to
 // the store's release announcements when it is the process's first
@@ -111,11 +207,17 @@ func (s *Store) subscribe(ctx context.Context) error {
 // once it has, every later PUBLISH on that server reaches the
 // subscription. On failure it returns no subscription.
 func (s *Store) confirmed(ctx context.Context, c redis.UniversalClient) (*redis.PubSub, error) {
-	ps := c.Subscribe(ctx, s.channel())
-	v, err := ps.ReceiveTimeout(ctx, s.timeout)
-	if err == nil {
+	ps := c.Subscribe(ctx, s.channel(), s.pauseChannel())
+	var err error
+	for range 2 { // one confirmation per channel
+		v, rerr := ps.ReceiveTimeout(ctx, s.timeout)
+		if rerr != nil {
+			err = rerr
+			break
+		}
 		if sub, ok := v.(*redis.Subscription); !ok || sub.Kind != "subscribe" {
 			err = fmt.Errorf("%w: %T, want a subscription", errReply, v)
+			break
 		}
 	}
 	if err != nil {
@@ -151,7 +253,11 @@ func (s *Store) read(ps *redis.PubSub, stop chan struct{}) {
 	for {
 		msg, err := ps.ReceiveMessage(context.Background())
 		if err == nil {
-			s.notify.queues.Wake(msg.Payload)
+			if msg.Channel == s.pauseChannel() {
+				s.heard(msg.Payload)
+			} else {
+				s.notify.queues.Wake(msg.Payload)
+			}
 			continue
 		}
 		if errors.Is(err, redis.ErrClosed) {

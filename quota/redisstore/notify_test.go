@@ -192,3 +192,61 @@ func TestLeaseReleaseWithoutChannels(t *testing.T) {
 		t.Fatalf("WatchLeases without channel permissions: %v, want an error", err)
 	}
 }
+
+// TestPauseNotifyAcrossStores: three Stores with the same prefix on their
+// own clients, as three processes. A pause set through one is known to it
+// at once, and to another that watches once the announcement arrives, for
+// the pause's length on its own (stopped) clock; a Store that does not
+// watch knows nothing of it. When the watch stops, the subscription ends.
+func TestPauseNotifyAcrossStores(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	prefix := uniquePrefix()
+	clock := quotatest.NewClock(start)
+	var stores []*Store
+	for range 3 {
+		st, err := New(srv.Client(t), Options{Prefix: prefix, Clock: clock, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, st)
+	}
+	a, b, c := stores[0], stores[1], stores[2]
+	ctx := context.Background()
+	stop, err := b.WatchPauses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Pause(ctx, "vendor", "pause", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.PausedFor("vendor", "pause"); got != 10*time.Second {
+		t.Errorf("the store that paused: PausedFor = %v, want 10s at once", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.PausedFor("vendor", "pause") == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := b.PausedFor("vendor", "pause"); got != 10*time.Second {
+		t.Errorf("the store that watched: PausedFor = %v, want 10s", got)
+	}
+	if got := b.PausedFor("vendor", "pause:acme"); got != 0 {
+		t.Errorf("another pause key: PausedFor = %v, want 0", got)
+	}
+	if got := c.PausedFor("vendor", "pause"); got != 0 {
+		t.Errorf("a store that did not watch: PausedFor = %v, want 0", got)
+	}
+	clock.Advance(10 * time.Second)
+	if got := b.PausedFor("vendor", "pause"); got != 0 {
+		t.Errorf("after the pause: PausedFor = %v, want 0", got)
+	}
+	stop()
+	stop() // a second stop does nothing
+	n, err := srv.Client(t).PubSubNumSub(ctx, prefix+"!paused").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n[prefix+"!paused"] != 0 {
+		t.Errorf("after the watch stopped: %d subscribers, want 0", n[prefix+"!paused"])
+	}
+}

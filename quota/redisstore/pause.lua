@@ -5,8 +5,14 @@ and TTLs are as in reserve.lua: the key holds paused-until (µs) and expires
 quota.PauseDrain after it, while reserve.lua may still drain by it.
 
 KEYS  1      the pause key
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 d (µs, > 0)
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 d (µs, > 0);
+      4 the channel pauses are announced on
 Reply the paused-until in force.
+
+A pause that is set is announced: PUBLISH "<d> <pause key>" on the
+store's pause channel, for the processes whose requests wait for slots
+reserved before it (notify.go). Only the length goes out: each listener
+holds the pause from when it hears of it, on its own clock.
 ]]
 
 local now
@@ -23,4 +29,5 @@ local cur = tonumber(redis.call('GET', KEYS[1]))
 if cur and cur >= untl then return cur end
 local drain = 60000000 -- quota.PauseDrain, µs
 redis.call('SET', KEYS[1], untl, 'PX', math.ceil((d + drain) / 1000) + slack)
+redis.pcall('PUBLISH', ARGV[4], ARGV[3] .. ' ' .. KEYS[1])
 return untl

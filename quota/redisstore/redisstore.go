@@ -104,7 +104,7 @@ type Store struct {
 	leaseSeq    atomic.Uint64
 
 	// notify wakes this process's lease waiters on the releases of the
-	// fleet (notify.go).
+	// fleet, and tells its slot waiters of the fleet's pauses (notify.go).
 	notify notifier
 
 	// observe, when set (by tests), sees every decision: the server's now
@@ -335,13 +335,15 @@ func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) err
 	if s.clock != nil {
 		nowArg = s.clock.Now().UnixMicro()
 	}
-	v, err := s.run(ctx, pauseScript, []string{s.PauseKey(tag, key)}, []any{nowArg, s.slack, us})
+	pk := s.PauseKey(tag, key)
+	v, err := s.run(ctx, pauseScript, []string{pk}, []any{nowArg, s.slack, us, s.pauseChannel()})
 	if err != nil {
 		return s.fail(ctx, "pause", err)
 	}
 	if _, ok := v.(int64); !ok {
 		return s.fail(ctx, "pause", fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
+	s.notify.pauses.note(pk, time.Duration(us)*time.Microsecond, s.now())
 	return nil
 }
 

@@ -1,0 +1,96 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/throttletest"
+)
+
+// TestFleetWaitersHonourALaterPause: three transports (processes) on one
+// Redis keep a provider of 5/s burst 1 saturated, four requests each, so
+// a dozen waiters always hold slots reserved up to two seconds ahead.
+// Then the vendor answers one request 429 with Retry-After: 2. The
+// waiters whose slots fall inside that pause, in every process, must wait
+// for its end: none reaches the vendor inside the pause. (Before, each
+// went at the slot it had reserved before the pause: about seven 429s in
+// a row from a real vendor.)
+//
+// The pause starts when the 429 reaches the transport that got it and,
+// elsewhere, when the store's announcement reaches each process: the
+// first 300 ms after the 429 are not checked, so a busy machine cannot
+// make a waiter whose slot came in that gap fail the test. At 5/s that
+// leaves eight slots inside the checked span.
+func TestFleetWaitersHonourALaterPause(t *testing.T) {
+	t.Parallel()
+	const transports, workers = 3, 4
+	const pause = 2 * time.Second
+	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(1000, time.Second, 1000), RetryAfter: pause})
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    max_wait: 20s
+    on_store_error: fail_closed
+    limits: [{name: peak, limit: 5/s, burst: 1}]
+`
+	srv := redistest.Start(t)
+	var clients []*http.Client
+	for i := 0; i < transports; i++ {
+		// The Transport alone: NewClient's retries would send the 429
+		// again after the pause, which says nothing here.
+		clients = append(clients, &http.Client{Transport: fleetTransport(t, yaml, v.Host(), srv.Client(t))})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+"/v1/items", nil)
+					resp, err := c.Do(req)
+					if err != nil {
+						if !errors.Is(err, context.Canceled) {
+							t.Error(err)
+						}
+						return
+					}
+					resp.Body.Close()
+				}
+			}()
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // the waiters' queue fills up
+	v.ThrottleNext(1)
+	time.Sleep(pause + time.Second)
+	cancel()
+	wg.Wait()
+
+	var at time.Time
+	for _, a := range v.Arrivals() {
+		if a.Throttled {
+			at = a.At
+			break
+		}
+	}
+	if at.IsZero() {
+		t.Fatal("the vendor throttled nothing")
+	}
+	var inside []time.Duration
+	for _, a := range v.Arrivals() {
+		if d := a.At.Sub(at); d > 300*time.Millisecond && d < pause-100*time.Millisecond {
+			inside = append(inside, d)
+		}
+	}
+	if len(inside) > 0 {
+		t.Errorf("%d requests reached the vendor inside the %v pause, at %v after its 429; want none", len(inside), pause, inside)
+	}
+}
