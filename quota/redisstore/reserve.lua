@@ -94,7 +94,13 @@ so that requests that share keys cost one read and one write per key. A
 request whose arguments and keys are those of the request before it (the
 common case: concurrent callers of one stack) reuses that request's
 parsed items and pauses, refreshed from the view, instead of parsing them
-again; only stacks of GCRA and window limits, without learning.
+again; only stacks of GCRA and window limits, without learning. Each
+request gets its own reply or error, and the flush cannot fail for one
+of them: a key of another type fails the request that reads it, and a
+request that meets a key another request of the call charged as a limit
+of another kind (a GCRA limit and a window, after a reload changed a
+kind) fails alone with WRONGTYPE before it charges anything, as it would
+alone once the other's write was in.
 
 Peeking. With "peek" for the TTL slack (ARGV[2]) the call writes nothing
 (it is run as EVAL_RO, which Redis refuses to let write): every request is
@@ -234,9 +240,20 @@ local function slot(x, t)
   return nil
 end
 
+-- clash returns the error of a decision that meets key k after another
+-- decision of the call charged it as a limit of another kind (a reload
+-- that changed the limit's kind, with requests in flight): WRONGTYPE, as
+-- it would get alone once the other's write is in. The decision fails
+-- alone, and the flush writes each key as one kind only.
+local function clash(k)
+  return redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
+end
+
 -- parseGCRA returns the item of GCRA key k whose arguments ("g" or "l")
--- start at ARGV[a], its state read through the view.
+-- start at ARGV[a], its state read through the view; or nil and an error
+-- reply when the call charged k as a window.
 local function parseGCRA(k, a)
+  if winc ~= nil and winc[k] ~= nil then return nil, clash(k) end
   local stored = gval[k]
   if stored == nil then
     stored = tonumber(redis.call('GET', k)) or 0
@@ -311,9 +328,10 @@ end
 
 -- parseWindow returns the item of window key k whose arguments start at
 -- ARGV[a], with the counts of the windows it can charge read through the
--- view; or nil and an error reply when the server's now is outside the
--- windows the client computed.
+-- view; or nil and an error reply when the call charged k as a GCRA limit
+-- or the server's now is outside the windows the client computed.
 local function parseWindow(k, a)
+  if gw[k] then return nil, clash(k) end
   local b = {}
   for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
   local j
@@ -344,8 +362,10 @@ local function parseItems(kb, a, n, np)
   local learned
   for i = 1, n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
+    local err
     if kind == 'g' or kind == 'l' then
-      x = parseGCRA(k, a)
+      x, err = parseGCRA(k, a)
+      if x == nil then return nil, err end
       if kind == 'l' then
         learned = learned or {}
         local L = learn(x, a, KEYS[kb + n + np + #learned + 1])
@@ -360,7 +380,6 @@ local function parseItems(kb, a, n, np)
       x = parseRolling(k, a)
       a = a + 5
     else
-      local err
       x, err = parseWindow(k, a)
       if x == nil then return nil, err end
       a = a + 8
