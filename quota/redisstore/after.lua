@@ -73,19 +73,8 @@ Reply the number of entries that changed something: keys synced, leases
 renewed or released that were still held, items settled, figures learned.
 ]]
 
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
-end
-local slack = tonumber(ARGV[2])
+-- now, slack, ttl and drain come from prelude.lua.
 local n = tonumber(ARGV[3])
-
-local function ttl(d)
-  return math.ceil(d / 1000) + slack
-end
 
 local changed = 0
 local a = 4

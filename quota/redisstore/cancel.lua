@@ -66,21 +66,10 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 t, the slot time (µs);
 Reply 1 when the slot time had not come, else 0.
 ]]
 
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
-end
-local slack = tonumber(ARGV[2])
+-- now, slack, ttl and drain come from prelude.lua.
 local t = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local due = now >= t
-
-local function ttl(d)
-  return math.ceil(d / 1000) + slack
-end
 
 local a, h = 5, n + 1
 for i = 1, n do

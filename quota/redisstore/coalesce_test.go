@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -212,5 +213,77 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 				t.Fatalf("round %d: key %s: %+v after one call, %+v after calls alone", round, k, ka, kb)
 			}
 		}
+	}
+}
+
+// TestCoalesceKindClash: one call with a GCRA and a window decision on
+// the same absent key (a reload that changed the limit's kind, with
+// requests in flight) fails only the decisions that meet the key after
+// the other kind charged it in that call, as they would have failed
+// alone (WRONGTYPE); the others, on that key or another, get their own
+// replies, and nothing of a failed one is written.
+func TestCoalesceKindClash(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	g := stack("p", gcra("core", 1000, time.Second, 0))
+	w := stack("p", window("core", 1000, quota.Day, time.UTC))
+	other := stack("p", gcra("other", 1000, time.Second, 0))
+	// other; g charges core as a string; w then fails; other; w fails; g.
+	batch := []*pending{pendingOf(st, other), pendingOf(st, g), pendingOf(st, w), pendingOf(st, other), pendingOf(st, w), pendingOf(st, g)}
+	v, err := st.call(ctx, batch)
+	if err != nil {
+		t.Fatalf("the call failed as a whole: %v", err)
+	}
+	vals := v.([]any)
+	for i, x := range vals {
+		d, err := parseReserve(x, 1, 0)
+		if clash := i == 2 || i == 4; clash {
+			if !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
+				t.Errorf("decision %d (window after GCRA): %v, want WRONGTYPE, ErrState", i, err)
+			}
+			continue
+		}
+		if err != nil || !d.allowed {
+			t.Errorf("decision %d: %+v, %v, want admitted", i, d, err)
+		}
+	}
+	now := clock.Now().UnixMicro()
+	const T = 1000 // µs
+	for key, want := range map[string]int64{"core": now + 2*T, "other": now + 2*T} {
+		k := st.prefix + "{p}:" + key
+		if got, err := client.Get(ctx, k).Int64(); err != nil || got != want {
+			t.Errorf("%s: %d, %v, want the tat of two charges, %d", key, got, err, want)
+		}
+	}
+	// The other way round: a window charges core first; a GCRA decision
+	// on it then fails alone.
+	st = newStore(t, client, clock)
+	batch = []*pending{pendingOf(st, w), pendingOf(st, g), pendingOf(st, w)}
+	v, err = st.call(ctx, batch)
+	if err != nil {
+		t.Fatalf("the call failed as a whole: %v", err)
+	}
+	vals = v.([]any)
+	for i, x := range vals {
+		d, err := parseReserve(x, 1, 0)
+		if i == 1 {
+			if !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
+				t.Errorf("decision 1 (GCRA after window): %v, want WRONGTYPE", err)
+			}
+			continue
+		}
+		if err != nil || !d.allowed {
+			t.Errorf("decision %d: %+v, %v, want admitted", i, d, err)
+		}
+	}
+	k := st.prefix + "{p}:core"
+	if typ := client.Type(ctx, k).Val(); typ != "hash" {
+		t.Fatalf("core is a %s, want the window's hash", typ)
+	}
+	if vals := client.HVals(ctx, k).Val(); len(vals) != 1 || vals[0] != "2" {
+		t.Errorf("core counts %v, want one window of 2", vals)
 	}
 }

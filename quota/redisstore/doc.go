@@ -59,7 +59,8 @@
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrState), so the items of one stack need distinct keys, as
-// quota.KeyOf gives limits of distinct names.
+// quota.KeyOf gives limits of distinct names. In a coalesced call only the
+// decision that meets such a key fails, before it charges anything.
 //
 // # Coalescing
 //

@@ -15,19 +15,11 @@ reserved before it (notify.go). Only the length goes out: each listener
 holds the pause from when it hears of it, on its own clock.
 ]]
 
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
-end
-local slack = tonumber(ARGV[2])
+-- now, slack, ttl and drain come from prelude.lua.
 local d = tonumber(ARGV[3])
 local untl = now + d
 local cur = tonumber(redis.call('GET', KEYS[1]))
 if cur and cur >= untl then return cur end
-local drain = 60000000 -- quota.PauseDrain, µs
-redis.call('SET', KEYS[1], untl, 'PX', math.ceil((d + drain) / 1000) + slack)
+redis.call('SET', KEYS[1], untl, 'PX', ttl(d + drain))
 redis.pcall('PUBLISH', ARGV[4], ARGV[3] .. ' ' .. KEYS[1])
 return untl

@@ -20,6 +20,8 @@ import (
 )
 
 var (
+	//go:embed prelude.lua
+	preludeLua string
 	//go:embed reserve.lua
 	reserveLua string
 	//go:embed cancel.lua
@@ -29,11 +31,17 @@ var (
 	//go:embed after.lua
 	afterLua string
 
-	reserveScript = redis.NewScript(reserveLua)
-	cancelScript  = redis.NewScript(cancelLua)
-	pauseScript   = redis.NewScript(pauseLua)
-	afterScript   = redis.NewScript(afterLua)
+	reserveScript = newScript(reserveLua)
+	cancelScript  = newScript(cancelLua)
+	pauseScript   = newScript(pauseLua)
+	afterScript   = newScript(afterLua)
 )
+
+// newScript returns the script of src with prelude.lua in front: the now,
+// TTL and drain every script shares, written once.
+func newScript(src string) *redis.Script {
+	return redis.NewScript(preludeLua + "\n" + src)
+}
 
 const (
 	// DefaultPrefix starts every key when Options.Prefix is empty.
@@ -204,52 +212,11 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return nil, err
 	}
 	n := len(req.Items)
-	keys := s.keys(req)
-
-	clientNow := s.clientNow()
-	keys, nl := s.learnedKeys(req, keys)
-	argc, windows := 5, 0
-	lease := ""
-	alone := false // only stacks of GCRA and window limits are coalesced
-	for i := range req.Items {
-		switch req.Items[i].Limit.Kind {
-		case quota.GCRA:
-			argc += 4
-			if req.Items[i].Limit.Learn {
-				argc += 4
-			}
-		case quota.Concurrency:
-			argc += 4
-			alone = true
-			if lease == "" {
-				lease = s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
-			}
-		case quota.Rolling:
-			argc += 5
-			alone = true
-		default:
-			argc += 8
-			windows++
-		}
-	}
+	keys, nl := s.learnedKeys(req, s.keys(req))
 	var boundsBuf [4]*windowArgs
-	bounds := boundsBuf[:0]
-	if windows > len(boundsBuf) {
-		bounds = make([]*windowArgs, 0, windows)
-	}
-	// Three slots for the call's now, slack and count (see call), then
-	// this decision's part.
-	args := make([]any, 3, 3+argc)
-	args = append(args, argc, req.MaxWaitMicros(), n, len(keys)-n-nl, nl)
-	for i := range req.Items {
-		var w *windowArgs
-		args, w = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), lease, clientNow)
-		if w != nil {
-			bounds = append(bounds, w)
-		}
-	}
+	c, bounds := s.reserveArgs(req, len(keys)-n-nl, nl, boundsBuf[:0])
 
-	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: args}, alone)
+	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -271,7 +238,84 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if n == 0 { // nothing to give back or sync
 		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
-	b := &booking{s: s, keys: keys[:n:n], t: d.t, lease: lease, items: make([]bookedItem, n)}
+	b, err := s.book(req, keys[:n:n], d, c.lease, bounds)
+	if err != nil {
+		return nil, s.fail(ctx, "reserve", err)
+	}
+	ops := quota.ReservationOps{Sync: b.sync, Settle: b.settle}
+	if c.lease != "" {
+		ops.Release, ops.Renew = b.release, b.renew
+	}
+	if wait > 0 {
+		ops.Cancel = b.cancel
+	}
+	return quota.NewReservation(res, ops), nil
+}
+
+// reserveCall is one decision's part of a reserve.lua call, as Reserve
+// builds it.
+type reserveCall struct {
+	// args: three free slots for the call's now, slack and count (see
+	// call), then the decision's entries (reserve.lua's header, "ARGV").
+	args  []any
+	lease string // the lease id, when the stack has concurrency limits
+	// alone: the decision is not coalesced (only stacks of GCRA and
+	// window limits are).
+	alone bool
+}
+
+// reserveArgs returns the call of req, whose keys end with np pause keys
+// and nl learned keys, and bounds with, per window item in stack order,
+// the window starts it sends appended. bounds is the caller's buffer
+// (most stacks have a few windows at most), kept apart from the call,
+// whose args go to the heap, so that it can stay on the caller's stack.
+func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
+	var c reserveCall
+	argc, windows := 5, 0
+	for i := range req.Items {
+		switch req.Items[i].Limit.Kind {
+		case quota.GCRA:
+			argc += 4
+			if req.Items[i].Limit.Learn {
+				argc += 4
+			}
+		case quota.Concurrency:
+			argc += 4
+			c.alone = true
+			if c.lease == "" {
+				c.lease = s.leasePrefix + strconv.FormatUint(s.leaseSeq.Add(1), 36)
+			}
+		case quota.Rolling:
+			argc += 5
+			c.alone = true
+		default:
+			argc += 8
+			windows++
+		}
+	}
+	if windows > cap(bounds) {
+		bounds = make([]*windowArgs, 0, windows)
+	}
+	clientNow := s.clientNow()
+	n := len(req.Items)
+	c.args = make([]any, 3, 3+argc)
+	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nl)
+	for i := range req.Items {
+		var w *windowArgs
+		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), c.lease, clientNow)
+		if w != nil {
+			bounds = append(bounds, w)
+		}
+	}
+	return c, bounds
+}
+
+// book returns what acts on the admitted decision d of req afterwards:
+// per item, what cancel.lua and after.lua need. keys are req's item keys;
+// lease and bounds are those of its call (reserveArgs).
+func (s *Store) book(req *quota.Request, keys []string, d decision, lease string, bounds []*windowArgs) (*booking, error) {
+	n := len(req.Items)
+	b := &booking{s: s, keys: keys, t: d.t, lease: lease, items: make([]bookedItem, n)}
 	w := 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
@@ -293,28 +337,30 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 			bi.T = l.Period.Microseconds()
 			continue
 		}
-		st := &bounds[w].starts
+		if err := bi.bookWindow(bounds[w], l.Rate, d.limits[i].Remaining); err != nil {
+			return nil, err
+		}
 		w++
-		k := 0
-		for k < 4 && st[k] != bi.mark {
-			k++
-		}
-		if k == 4 {
-			return nil, s.fail(ctx, "reserve", fmt.Errorf("%w: window mark %d is none of the window starts", errReply, bi.mark))
-		}
-		bi.end, bi.rate = st[k+1], l.Rate
-		// The reply's remaining is the charged window's, right after
-		// the charge.
-		bi.atMark = l.Rate - d.limits[i].Remaining
 	}
-	ops := quota.ReservationOps{Sync: b.sync, Settle: b.settle}
-	if lease != "" {
-		ops.Release, ops.Renew = b.release, b.renew
+	return b, nil
+}
+
+// bookWindow sets the end of the window charged (the one of bounds that
+// starts at bi.mark), the quota and the count right after the charge of
+// a window item whose reply said remaining.
+func (bi *bookedItem) bookWindow(bounds *windowArgs, rate, remaining int64) error {
+	st := &bounds.starts
+	k := 0
+	for k < 4 && st[k] != bi.mark {
+		k++
 	}
-	if wait > 0 {
-		ops.Cancel = b.cancel
+	if k == 4 {
+		return fmt.Errorf("%w: window mark %d is none of the window starts", errReply, bi.mark)
 	}
-	return quota.NewReservation(res, ops), nil
+	// The reply's remaining is the charged window's, right after the
+	// charge.
+	bi.end, bi.rate, bi.atMark = st[k+1], rate, rate-remaining
+	return nil
 }
 
 // Pause holds back every later request that names key (in tag) among its

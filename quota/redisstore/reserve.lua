@@ -94,7 +94,13 @@ so that requests that share keys cost one read and one write per key. A
 request whose arguments and keys are those of the request before it (the
 common case: concurrent callers of one stack) reuses that request's
 parsed items and pauses, refreshed from the view, instead of parsing them
-again; only stacks of GCRA and window limits, without learning.
+again; only stacks of GCRA and window limits, without learning. Each
+request gets its own reply or error, and the flush cannot fail for one
+of them: a key of another type fails the request that reads it, and a
+request that meets a key another request of the call charged as a limit
+of another kind (a GCRA limit and a window, after a reload changed a
+kind) fails alone with WRONGTYPE before it charges anything, as it would
+alone once the other's write was in.
 
 Peeking. With "peek" for the TTL slack (ARGV[2]) the call writes nothing
 (it is run as EVAL_RO, which Redis refuses to let write): every request is
@@ -145,20 +151,9 @@ Reply per request, either an error (the server's now is outside B0..B4,
       Last, per learning item, in stack order, the rate L it ran at.
 ]]
 
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
-end
+-- now, slack, ttl and drain come from prelude.lua.
 local peek = ARGV[2] == 'peek'
-local slack = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
-
-local function ttl(d)
-  return math.ceil(d / 1000) + slack
-end
 
 -- The call's view of the GCRA and window keys: each read once and written
 -- once, at the end (flush), so that the decisions of one call that share
@@ -197,8 +192,8 @@ local function field(b)
 end
 
 -- The items of the decision being made: items[i] is item i's table, made
--- by decide with every field its kind uses (one table per item: a table
--- costs the script more than a command's own work, so there are no
+-- by parseItems with every field its kind uses (one table per item: a
+-- table costs the script more than a command's own work, so there are no
 -- per-field tables). Every kind: kind ('g', 'w', 'r' or 'c'), key, cost.
 -- GCRA: T, dvt, stored (the key as read, 0 when missing), tat. Window:
 -- rate, bs (its starts, 0-based), at (ARGV index of B0), j (window of
@@ -245,6 +240,364 @@ local function slot(x, t)
   return nil
 end
 
+-- clash returns the error of a decision that meets key k after another
+-- decision of the call charged it as a limit of another kind (a reload
+-- that changed the limit's kind, with requests in flight): WRONGTYPE, as
+-- it would get alone once the other's write is in. The decision fails
+-- alone, and the flush writes each key as one kind only.
+local function clash(k)
+  return redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
+end
+
+-- parseGCRA returns the item of GCRA key k whose arguments ("g" or "l")
+-- start at ARGV[a], its state read through the view; or nil and an error
+-- reply when the call charged k as a window.
+local function parseGCRA(k, a)
+  if winc ~= nil and winc[k] ~= nil then return nil, clash(k) end
+  local stored = gval[k]
+  if stored == nil then
+    stored = tonumber(redis.call('GET', k)) or 0
+    gval[k] = stored
+  end
+  return {kind = 'g', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+    dvt = tonumber(ARGV[a + 3]), stored = stored, tat = math.max(stored, now)}
+end
+
+-- learn runs learning GCRA item x, whose arguments start at ARGV[a], at
+-- the rate recorded in its learned key lk, clamped to [N, hi] (header,
+-- "Learning"), and returns that rate.
+local function learn(x, a, lk)
+  local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+  local L = tonumber(redis.call('HGET', lk, 'limit')) or N
+  L = math.min(math.max(L, N), hi)
+  if L ~= N then
+    x.T = math.floor((P + L - 1) / L)
+    x.dvt = math.floor(B * L / N) * x.T
+  end
+  return L
+end
+
+-- parseLease returns the item of concurrency key k whose arguments start
+-- at ARGV[a], with its live leases counted.
+local function parseLease(k, a)
+  local x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+    lid = ARGV[a + 3], live = 0, soonest = nil}
+  x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
+  if x.live >= x.rate then
+    local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
+      'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    x.soonest = tonumber(first[2])
+  end
+  return x
+end
+
+-- parseRolling returns the item of rolling key k whose arguments start at
+-- ARGV[a]: its buckets expired by now walked over (header, "Rolling
+-- windows") and the earliest time it admits.
+local function parseRolling(k, a)
+  local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
+    per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
+    rb = nil, rs = 0, rc = {}}
+  local v = redis.call('HMGET', k, 'sum', 'old', 'new', 'width')
+  local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
+  if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
+    sum, old, new, x.reset = 0, nil, nil, true
+  else
+    local b = old
+    while b + W + P <= now do -- stops at new at the latest
+      local c = count(x, b)
+      if c ~= 0 then
+        sum = sum - c
+        x.gone[#x.gone + 1] = field(b)
+      end
+      b = b + W
+    end
+    old = b
+  end
+  x.sum, x.old, x.new, x.rb, x.rs = sum, old, new, old, sum
+  -- The earliest time it admits: when the oldest buckets have expired.
+  local e = now
+  while x.rs + x.cost > x.rate and x.rb <= new do
+    e = x.rb + W + P
+    rollAt(x, e)
+  end
+  x.due = e
+  return x
+end
+
+-- parseWindow returns the item of window key k whose arguments start at
+-- ARGV[a], with the counts of the windows it can charge read through the
+-- view; or nil and an error reply when the call charged k as a GCRA limit
+-- or the server's now is outside the windows the client computed.
+local function parseWindow(k, a)
+  if gw[k] then return nil, clash(k) end
+  local b = {}
+  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
+  local j
+  for w = 0, 3 do
+    if b[w] <= now and now < b[w + 1] then j = w break end
+  end
+  if j == nil then
+    return nil, redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
+      ' is outside the windows the client computed: client clock off by more than a window')
+  end
+  local hz = math.min(j + 3, 4)
+  -- Only the windows the decision can charge, j .. horizon - 1: the
+  -- others matter only to the first charge of a window (flush).
+  if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
+  local h = wget(k, a + 3 + j, a + 2 + hz)
+  local c = {}
+  for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
+  return {kind = 'w', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
+    bs = b, at = a + 3, j = j, hz = hz, cnt = c}
+end
+
+-- parseItems fills items with the n items of the request whose keys start
+-- after KEYS[kb] and whose items' arguments start at ARGV[a] (np pause
+-- keys follow its item keys, then its learned keys). It returns the rates
+-- its learning items run at (nil when it has none), or nil and an error
+-- reply.
+local function parseItems(kb, a, n, np)
+  local learned
+  for i = 1, n do
+    local kind, k, x = ARGV[a], KEYS[kb + i], nil
+    local err
+    if kind == 'g' or kind == 'l' then
+      x, err = parseGCRA(k, a)
+      if x == nil then return nil, err end
+      if kind == 'l' then
+        learned = learned or {}
+        local L = learn(x, a, KEYS[kb + n + np + #learned + 1])
+        learned[#learned + 1] = L
+        a = a + 4
+      end
+      a = a + 4
+    elseif kind == 'c' then
+      x = parseLease(k, a)
+      a = a + 4
+    elseif kind == 'r' then
+      x = parseRolling(k, a)
+      a = a + 5
+    else
+      x, err = parseWindow(k, a)
+      if x == nil then return nil, err end
+      a = a + 8
+    end
+    items[i] = x
+  end
+  return learned, nil
+end
+
+-- last is the request decided before this one in the call, as {kb, ab,
+-- paused, v}, when it parsed whole and has only GCRA and window items: a
+-- request with the same arguments and keys (concurrent callers of one
+-- stack) reuses its items and its pauses instead of parsing them again.
+local last
+
+-- sameAsLast reports whether the request at (kb, ab) has last's arguments
+-- and keys. Lua interns strings, so each comparison is a pointer's.
+local function sameAsLast(kb, ab)
+  if last == nil or ARGV[ab] ~= ARGV[last.ab] then return false end
+  local lab, lkb = last.ab, last.kb
+  for i = 1, tonumber(ARGV[ab]) - 1 do
+    if ARGV[ab + i] ~= ARGV[lab + i] then return false end
+  end
+  for i = 1, tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) do
+    if KEYS[kb + i] ~= KEYS[lkb + i] then return false end
+  end
+  return true
+end
+
+-- refresh readies last's n items for a request that reuses them: a GCRA
+-- item's state is read again from the view; a window item's counts
+-- already follow it (a charge adds to both).
+local function refresh(n)
+  for i = 1, n do
+    local x = items[i]
+    if x.kind == 'g' then
+      x.stored = gval[x.key]
+      x.tat = math.max(x.stored, now)
+    end
+  end
+end
+
+-- readPauses returns the latest paused-until of the np pause keys after
+-- KEYS[kb], read in one MGET (only pause.lua writes them: strings), and
+-- the values read.
+local function readPauses(kb, np)
+  local paused, v = 0, nil
+  if np > 0 then
+    v = redis.call('MGET', unpack(KEYS, kb + 1, kb + np))
+    for p = 1, #v do
+      local u = tonumber(v[p])
+      if u and u > paused then paused = u end
+    end
+  end
+  return paused, v
+end
+
+-- remember makes the request at (kb, ab), just parsed, last, when a
+-- request after it may reuse its parse: only a call of several requests
+-- has one, and only a stack of GCRA and window limits without learning is
+-- reused.
+local function remember(kb, ab, n, paused, v, learned)
+  if m == 1 or learned ~= nil then return end
+  for i = 1, n do
+    local kind = items[i].kind
+    if kind ~= 'g' and kind ~= 'w' then return end
+  end
+  last = {kb = kb, ab = ab, paused = paused, v = v}
+end
+
+-- drainPaused drains the GCRA buckets a pause until paused holds back: at
+-- its end each has room for this request alone, drained by at most
+-- quota.PauseDrain (package quota's doc, "After a pause").
+local function drainPaused(n, paused)
+  for i = 1, n do
+    local x = items[i]
+    if x.kind == 'g' then
+      x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+    end
+  end
+end
+
+-- earliest returns the earliest time from t on at which item x admits the
+-- request, and whether that lies beyond what x can decide (its horizon).
+-- A concurrency limit takes no part: it admits at any time or never.
+local function earliest(x, t)
+  local kind = x.kind
+  if kind == 'g' then return x.tat + x.cost * x.T - x.dvt, false end
+  if kind == 'c' then return t, false end
+  if kind == 'r' then
+    local e = math.max(t, x.due)
+    return e, e > now + x.per + x.wid
+  end
+  local k = slot(x, t)
+  if k == nil then return t, true end
+  if x.cnt[k] + x.cost <= x.rate then return t, false end
+  local e = x.bs[k + 1]
+  return e, e >= x.bs[x.hz]
+end
+
+-- fixpoint returns the earliest time t at which all n items admit the
+-- request, not before paused, the item that set it (0-based, -1 none, -2
+-- the pause) and whether it was found within the rounds and horizons.
+local function fixpoint(n, paused)
+  local t, decider = now, -1
+  if paused > t then t, decider = paused, -2 end
+  for _ = 1, 16 do
+    local moved = false
+    for i = 1, n do
+      local e, beyond = earliest(items[i], t)
+      if e > t then t, decider, moved = e, i - 1, true end
+      if beyond then return t, decider, false end
+    end
+    if not moved then return t, decider, true end
+  end
+  return t, decider, false
+end
+
+-- fullLease returns the first concurrency item of the n that has no lease
+-- left and its index (0-based), or nil.
+local function fullLease(n)
+  for i = 1, n do
+    local x = items[i]
+    if x.kind == 'c' and x.live + 1 > x.rate then return x, i - 1 end
+  end
+  return nil
+end
+
+-- chargeGCRA books GCRA item x at slot t in the view when allowed, and
+-- returns its remaining, reset after, mark and prev (header, "Reply").
+local function chargeGCRA(x, allowed, t)
+  local T, dvt = x.T, x.dvt
+  if not allowed then
+    return math.floor((dvt - (x.tat - now)) / T), x.tat - now, 0, 0
+  end
+  local set = math.max(x.tat, t) + x.cost * T
+  if not gw[x.key] then
+    gw[x.key] = true
+    gorder[#gorder + 1] = x.key
+  end
+  gval[x.key] = set
+  return math.floor((dvt - (set - t)) / T), set - now, set, x.stored
+end
+
+-- chargeLease adds concurrency item x's lease, expiring at slot t plus its
+-- TTL, when allowed, and returns its remaining and reset after.
+local function chargeLease(x, allowed, t)
+  local held, reset = x.live, 0
+  if allowed then
+    held = held + 1
+    redis.call('ZREMRANGEBYSCORE', x.key, '-inf', now)
+    redis.call('ZADD', x.key, t + x.T, x.lid)
+  end
+  if held > 0 then
+    local latest = redis.call('ZRANGE', x.key, 0, 0, 'REV', 'WITHSCORES')
+    reset = tonumber(latest[2]) - now
+    if allowed then redis.call('PEXPIRE', x.key, ttl(reset)) end
+  end
+  return x.rate - held, reset
+end
+
+-- chargeRolling counts rolling item x in the bucket holding slot t when
+-- allowed, and returns its remaining, reset after and mark.
+local function chargeRolling(x, allowed, t)
+  local W, P, new = x.wid, x.per, x.new
+  local rem, mark = x.rate - x.sum, 0
+  if allowed then
+    -- What it counts at t before this charge: the charged bucket holds t,
+    -- so it has not expired then.
+    rem = x.rate - rollAt(x, t) - x.cost
+    local b = t - math.fmod(t, W)
+    local old = x.old
+    if old == nil or b < old then old = b end
+    if new == nil or b > new then new = b end
+    if x.reset then redis.call('DEL', x.key) end
+    if #x.gone > 0 then redis.call('HDEL', x.key, unpack(x.gone)) end
+    redis.call('HINCRBY', x.key, field(b), x.cost)
+    redis.call('HSET', x.key, 'sum', x.sum + x.cost, 'old', old, 'new', new, 'width', W)
+    redis.call('PEXPIRE', x.key, ttl(new + W + P - now))
+    mark = b
+  end
+  local reset = 0
+  if new then reset = new + W + P - now end
+  return rem, reset, mark
+end
+
+-- chargeWindow books window item x in the window holding slot t in the
+-- view when allowed, and returns its remaining, reset after and mark.
+local function chargeWindow(x, allowed, t)
+  local b, k, mark = x.bs, x.j, 0
+  if allowed then
+    k = slot(x, t)
+    local f = ARGV[x.at + k]
+    local inc = winc[x.key]
+    if inc == nil then
+      inc = {}
+      winc[x.key] = inc
+      worder[#worder + 1] = x.key
+    end
+    inc[f] = (inc[f] or 0) + x.cost
+    wval[x.key][f] = wval[x.key][f] + x.cost
+    mark = b[k]
+    -- The first charge of a window drops the windows that have ended and
+    -- sets the key's expiry (flush). A later charge of the same window has
+    -- nothing to do: the key's TTL covers every window with a count (only
+    -- this script and after.lua write counts, each with that TTL), and no
+    -- window has ended since the first charge of the window of now.
+    if x.cnt[k] == 0 then
+      local cl = wclean[x.key]
+      if cl == nil or b[k + 1] > cl.last then
+        wclean[x.key] = {b = b, j = x.j, at = x.at, last = b[k + 1]}
+      end
+    end
+    x.cnt[k] = x.cnt[k] + x.cost
+  end
+  return x.rate - x.cnt[k], b[k + 1] - now, mark
+end
+
 -- peekItem appends to reply, from index r on, the figures a peek adds for
 -- item x, which has rem remaining (see Reply).
 local function peekItem(reply, r, x, rem)
@@ -275,295 +628,20 @@ local function peekItem(reply, r, x, rem)
   reply[r + 5] = redis.call('EXISTS', x.key)
 end
 
--- decide decides the request whose keys start after KEYS[kb] and whose
--- arguments start at ARGV[ab] and returns its reply.
--- last is the request decided before this one in the call, as {kb, ab,
--- paused, v}, when it parsed whole and has only GCRA and window items: a
--- request with the same arguments and keys (concurrent callers of one
--- stack) reuses its items and its pauses instead of parsing them again.
-local last
-
--- sameAsLast reports whether the request at (kb, ab) has last's arguments
--- and keys. Lua interns strings, so each comparison is a pointer's.
-local function sameAsLast(kb, ab)
-  if last == nil or ARGV[ab] ~= ARGV[last.ab] then return false end
-  local lab, lkb = last.ab, last.kb
-  for i = 1, tonumber(ARGV[ab]) - 1 do
-    if ARGV[ab + i] ~= ARGV[lab + i] then return false end
-  end
-  for i = 1, tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) do
-    if KEYS[kb + i] ~= KEYS[lkb + i] then return false end
-  end
-  return true
-end
-
-local function decide(kb, ab)
-  local maxwait = tonumber(ARGV[ab + 1])
-  local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
-
-  local learned -- the rates the learning items ran at, when there are any
-  local a = ab + 5
-  local reuse = sameAsLast(kb, ab)
-  if reuse then
-    -- A GCRA item's state is read again from the view; a window item's
-    -- counts already follow it (a charge adds to both).
-    for i = 1, n do
-      local x = items[i]
-      if x.kind == 'g' then
-        x.stored = gval[x.key]
-        x.tat = math.max(x.stored, now)
-      end
-    end
-  else
-    last = nil
-  end
-  -- Parse the items (none when they are reused).
-  for i = 1, reuse and 0 or n do
-    local kind, k, x = ARGV[a], KEYS[kb + i], nil
-    if kind == 'g' or kind == 'l' then
-      local stored = gval[k]
-      if stored == nil then
-        stored = tonumber(redis.call('GET', k)) or 0
-        gval[k] = stored
-      end
-      x = {kind = 'g', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-        dvt = tonumber(ARGV[a + 3]), stored = stored, tat = math.max(stored, now)}
-      if kind == 'l' then
-        local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
-        learned = learned or {}
-        local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
-        L = math.min(math.max(L, N), hi)
-        if L ~= N then
-          x.T = math.floor((P + L - 1) / L)
-          x.dvt = math.floor(B * L / N) * x.T
-        end
-        learned[#learned + 1] = L
-        a = a + 4
-      end
-      a = a + 4
-    elseif kind == 'c' then
-      x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-        lid = ARGV[a + 3], live = 0, soonest = nil}
-      x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
-      if x.live >= x.rate then
-        local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
-          'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-        x.soonest = tonumber(first[2])
-      end
-      a = a + 4
-    elseif kind == 'r' then
-      local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-      x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
-        per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
-        rb = nil, rs = 0, rc = {}}
-      local v = redis.call('HMGET', k, 'sum', 'old', 'new', 'width')
-      local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-      if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
-        sum, old, new, x.reset = 0, nil, nil, true
-      else
-        local b = old
-        while b + W + P <= now do -- stops at new at the latest
-          local c = count(x, b)
-          if c ~= 0 then
-            sum = sum - c
-            x.gone[#x.gone + 1] = field(b)
-          end
-          b = b + W
-        end
-        old = b
-      end
-      x.sum, x.old, x.new, x.rb, x.rs = sum, old, new, old, sum
-      -- The earliest time it admits: when the oldest buckets have expired.
-      local e = now
-      while x.rs + x.cost > x.rate and x.rb <= new do
-        e = x.rb + W + P
-        rollAt(x, e)
-      end
-      x.due = e
-      a = a + 5
-    else
-      local b = {}
-      for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
-      local j
-      for w = 0, 3 do
-        if b[w] <= now and now < b[w + 1] then j = w break end
-      end
-      if j == nil then
-        return redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
-          ' is outside the windows the client computed: client clock off by more than a window')
-      end
-      local hz = math.min(j + 3, 4)
-      -- Only the windows the decision can charge, j .. horizon - 1: the
-      -- others matter only to the first charge of a window (flush).
-      if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
-      local h = wget(k, a + 3 + j, a + 2 + hz)
-      local c = {}
-      for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
-      x = {kind = 'w', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
-        bs = b, at = a + 3, j = j, hz = hz, cnt = c}
-      a = a + 8
-    end
-    items[i] = x
-  end
-
-  -- The pause keys in one read (only pause.lua writes them: strings).
-  local paused, v = 0, nil
-  if reuse then
-    paused, v = last.paused, last.v
-  elseif np > 0 then
-    v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
-    for p = 1, #v do
-      local u = tonumber(v[p])
-      if u and u > paused then paused = u end
-    end
-  end
-  -- Only a call of several requests has a next one to reuse this parse.
-  if m > 1 and not reuse and learned == nil then
-    local plain = true
-    for i = 1, n do
-      local kind = items[i].kind
-      if kind ~= 'g' and kind ~= 'w' then plain = false break end
-    end
-    if plain then last = {kb = kb, ab = ab, paused = paused, v = v} end
-  end
-  -- A pause drains the GCRA buckets it holds back: at its end each has room
-  -- for this request alone, drained by at most quota.PauseDrain (package
-  -- quota's doc, "After a pause").
-  if paused > 0 and not peek then
-    local drain = 60000000 -- quota.PauseDrain, µs
-    for i = 1, n do
-      local x = items[i]
-      if x.kind == 'g' then
-        x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
-      end
-    end
-  end
-
-  -- The fixpoint.
-  local t, decider, ok = now, -1, false
-  if paused > t then t, decider = paused, -2 end
-  for _ = 1, 16 do
-    local moved, beyond = false, false
-    for i = 1, n do
-      local x = items[i]
-      local kind, e = x.kind, nil
-      if kind == 'g' then
-        e = x.tat + x.cost * x.T - x.dvt
-      elseif kind == 'c' then
-        e = t
-      elseif kind == 'r' then
-        e = math.max(t, x.due)
-        beyond = e > now + x.per + x.wid
-      else
-        local k = slot(x, t)
-        if k == nil then
-          e, beyond = t, true
-        elseif x.cnt[k] + x.cost <= x.rate then
-          e = t
-        else
-          e = x.bs[k + 1]
-          beyond = e >= x.bs[x.hz]
-        end
-      end
-      if e > t then t, decider, moved = e, i - 1, true end
-      if beyond then break end
-    end
-    if beyond then break end
-    if not moved then ok = true break end
-  end
-
-  local full = nil
-  for i = 1, n do
-    local x = items[i]
-    if x.kind == 'c' and x.live + 1 > x.rate then full = x decider = i - 1 break end
-  end
-  local allowed = not peek and full == nil and ok and t - now <= maxwait
-  if full ~= nil and full.soonest > t then t = full.soonest end
-  local reply = {0, now, t, decider}
-  if allowed then reply[1] = 1 end
-
+-- replyItems appends to reply each of the n items' figures (header,
+-- "Reply"), charging each at slot t when allowed.
+local function replyItems(reply, n, allowed, t)
   for i = 1, n do
     local x = items[i]
     local kind, rem, reset, mark, prev = x.kind, 0, 0, 0, 0
     if kind == 'g' then
-      local T, dvt = x.T, x.dvt
-      if allowed then
-        local set = math.max(x.tat, t) + x.cost * T
-        if not gw[x.key] then
-          gw[x.key] = true
-          gorder[#gorder + 1] = x.key
-        end
-        gval[x.key] = set
-        rem = math.floor((dvt - (set - t)) / T)
-        reset = set - now
-        mark, prev = set, x.stored
-      else
-        rem = math.floor((dvt - (x.tat - now)) / T)
-        reset = x.tat - now
-      end
+      rem, reset, mark, prev = chargeGCRA(x, allowed, t)
     elseif kind == 'c' then
-      local held = x.live
-      if allowed then
-        held = held + 1
-        redis.call('ZREMRANGEBYSCORE', x.key, '-inf', now)
-        redis.call('ZADD', x.key, t + x.T, x.lid)
-      end
-      rem = x.rate - held
-      if held > 0 then
-        local last = redis.call('ZRANGE', x.key, 0, 0, 'REV', 'WITHSCORES')
-        reset = tonumber(last[2]) - now
-        if allowed then redis.call('PEXPIRE', x.key, ttl(reset)) end
-      end
+      rem, reset = chargeLease(x, allowed, t)
     elseif kind == 'r' then
-      local W, P, new = x.wid, x.per, x.new
-      if allowed then
-        -- What it counts at t before this charge: the charged bucket holds
-        -- t, so it has not expired then.
-        rem = x.rate - rollAt(x, t) - x.cost
-        local b = t - math.fmod(t, W)
-        local old = x.old
-        if old == nil or b < old then old = b end
-        if new == nil or b > new then new = b end
-        if x.reset then redis.call('DEL', x.key) end
-        if #x.gone > 0 then redis.call('HDEL', x.key, unpack(x.gone)) end
-        redis.call('HINCRBY', x.key, field(b), x.cost)
-        redis.call('HSET', x.key, 'sum', x.sum + x.cost, 'old', old, 'new', new, 'width', W)
-        redis.call('PEXPIRE', x.key, ttl(new + W + P - now))
-        mark = b
-      else
-        rem = x.rate - x.sum
-      end
-      if new then reset = new + W + P - now end
+      rem, reset, mark = chargeRolling(x, allowed, t)
     else
-      local b, k = x.bs, x.j
-      if allowed then
-        k = slot(x, t)
-        local f = ARGV[x.at + k]
-        local inc = winc[x.key]
-        if inc == nil then
-          inc = {}
-          winc[x.key] = inc
-          worder[#worder + 1] = x.key
-        end
-        inc[f] = (inc[f] or 0) + x.cost
-        wval[x.key][f] = wval[x.key][f] + x.cost
-        mark = b[k]
-        -- The first charge of a window drops the windows that have ended
-        -- and sets the key's expiry (flush). A later charge of the same
-        -- window has nothing to do: the key's TTL covers every window with
-        -- a count (only this script and after.lua write counts, each with
-        -- that TTL), and no window has ended since the first charge of the
-        -- window of now.
-        if x.cnt[k] == 0 then
-          local cl = wclean[x.key]
-          if cl == nil or b[k + 1] > cl.last then
-            wclean[x.key] = {b = b, j = x.j, at = x.at, last = b[k + 1]}
-          end
-        end
-        x.cnt[k] = x.cnt[k] + x.cost
-      end
-      rem = x.rate - x.cnt[k]
-      reset = b[k + 1] - now
+      rem, reset, mark = chargeWindow(x, allowed, t)
     end
     if rem < 0 then rem = 0 end
     if reset < 0 then reset = 0 end
@@ -571,6 +649,35 @@ local function decide(kb, ab)
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
     if peek then peekItem(reply, 4 + 4 * n + 5 * (i - 1), x, rem) end
   end
+end
+
+-- decide decides the request whose keys start after KEYS[kb] and whose
+-- arguments start at ARGV[ab] and returns its reply.
+local function decide(kb, ab)
+  local maxwait = tonumber(ARGV[ab + 1])
+  local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
+  local learned, paused, v
+  if sameAsLast(kb, ab) then
+    refresh(n)
+    paused, v = last.paused, last.v
+  else
+    last = nil
+    local err
+    learned, err = parseItems(kb, ab + 5, n, np)
+    if err ~= nil then return err end
+    paused, v = readPauses(kb + n, np)
+    remember(kb, ab, n, paused, v, learned)
+  end
+  if paused > 0 and not peek then drainPaused(n, paused) end
+
+  local t, decider, ok = fixpoint(n, paused)
+  local full, fi = fullLease(n)
+  if full ~= nil then decider = fi end
+  local allowed = not peek and full == nil and ok and t - now <= maxwait
+  if full ~= nil and full.soonest > t then t = full.soonest end
+  local reply = {0, now, t, decider}
+  if allowed then reply[1] = 1 end
+  replyItems(reply, n, allowed, t)
   if peek then
     for p = 1, np do
       local u = tonumber(v[p]) or 0
@@ -584,6 +691,61 @@ local function decide(kb, ab)
   return reply
 end
 
+-- flushGCRA writes the GCRA keys the call charged: each once.
+local function flushGCRA()
+  for _, k in ipairs(gorder) do
+    local v = gval[k]
+    redis.call('SET', k, v, 'PX', ttl(v - now))
+  end
+end
+
+-- cleanWindows does what the first charge of a window of key k, cl (see
+-- wclean), asks: drop the windows that have ended and expire the key at
+-- the end of the latest window it still counts. A field that is none of
+-- the five starts (the calendar changed) ends at an unknown time: then the
+-- key's TTL is only ever lengthened.
+local function cleanWindows(k, cl)
+  local b, j, at = cl.b, cl.j, cl.at
+  local latest, unknown, stale = cl.last, false, {}
+  local h = redis.call('HGETALL', k)
+  for f = 1, #h, 2 do
+    local s = tonumber(h[f])
+    if s == nil or s < b[j] then
+      stale[#stale + 1] = h[f]
+    else
+      local known = false
+      for kk = j, 3 do
+        if h[f] == ARGV[at + kk] then
+          known = true
+          if b[kk + 1] > latest then latest = b[kk + 1] end
+          break
+        end
+      end
+      if not known then unknown = true end
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
+  local px = ttl(latest - now)
+  if unknown then
+    local cur = redis.call('PTTL', k)
+    if cur > px then px = cur end
+  end
+  redis.call('PEXPIRE', k, px)
+end
+
+-- flushWindows writes the window counts the call charged: per key, its
+-- increments, then its clean-up when it had a window's first charge.
+local function flushWindows()
+  if worder == nil then return end
+  for _, k in ipairs(worder) do
+    for f, c in pairs(winc[k]) do
+      redis.call('HINCRBY', k, f, c)
+    end
+    local cl = wclean[k]
+    if cl ~= nil then cleanWindows(k, cl) end
+  end
+end
+
 local out = {}
 local kb, ab = 0, 4
 for r = 1, m do
@@ -595,50 +757,6 @@ for r = 1, m do
   kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) + tonumber(ARGV[ab + 4])
   ab = ab + tonumber(ARGV[ab])
 end
-
--- flush: the writes of every decision.
-for _, k in ipairs(gorder) do
-  local v = gval[k]
-  redis.call('SET', k, v, 'PX', ttl(v - now))
-end
-if worder then
-  for _, k in ipairs(worder) do
-    for f, c in pairs(winc[k]) do
-      redis.call('HINCRBY', k, f, c)
-    end
-    -- A window's first charge: drop the windows that have ended and expire
-    -- the key at the end of the latest window it still counts. A field that
-    -- is none of the five starts (the calendar changed) ends at an unknown
-    -- time: then the key's TTL is only ever lengthened.
-    local cl = wclean[k]
-    if cl ~= nil then
-      local b, j, at = cl.b, cl.j, cl.at
-      local last, unknown, stale = cl.last, false, {}
-      local h = redis.call('HGETALL', k)
-      for f = 1, #h, 2 do
-        local s = tonumber(h[f])
-        if s == nil or s < b[j] then
-          stale[#stale + 1] = h[f]
-        else
-          local known = false
-          for kk = j, 3 do
-            if h[f] == ARGV[at + kk] then
-              known = true
-              if b[kk + 1] > last then last = b[kk + 1] end
-              break
-            end
-          end
-          if not known then unknown = true end
-        end
-      end
-      if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
-      local px = ttl(last - now)
-      if unknown then
-        local cur = redis.call('PTTL', k)
-        if cur > px then px = cur end
-      end
-      redis.call('PEXPIRE', k, px)
-    end
-  end
-end
+flushGCRA()
+flushWindows()
 return out

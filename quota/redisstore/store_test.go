@@ -808,13 +808,11 @@ func TestRollingWidthChange(t *testing.T) {
 	}
 }
 
-// TestScriptsDrainByPauseDrain: reserve.lua and pause.lua write
-// quota.PauseDrain as a number of their own; they must agree with it.
+// TestScriptsDrainByPauseDrain: the scripts' prelude writes
+// quota.PauseDrain as a number of its own; it must agree with it.
 func TestScriptsDrainByPauseDrain(t *testing.T) {
 	want := fmt.Sprintf("local drain = %d -- quota.PauseDrain, µs", quota.PauseDrain.Microseconds())
-	for name, src := range map[string]string{"reserve.lua": reserveLua, "pause.lua": pauseLua} {
-		if !strings.Contains(src, want) {
-			t.Errorf("%s does not hold %q", name, want)
-		}
+	if !strings.Contains(preludeLua, want) {
+		t.Errorf("prelude.lua does not hold %q", want)
 	}
 }
