@@ -299,8 +299,8 @@ func TestStatusMatchesReservations(t *testing.T) {
 		t.Errorf("status tenants/calm: %+v", r)
 	}
 	// The table says the same.
-	out := mustCLI(t, f.args("status", "tenants")...)
-	if !regexp.MustCompile(`tenants\s+quota\s+business\s+busy\s+5/min\s+4\s+1/5`).MatchString(out) {
+	out := mustCLI(t, f.args("status", "tenants", "--width", "200")...)
+	if !regexp.MustCompile(`tenants\s+quota\s+business busy\s+5/min\s+5/min\s+1 of 5\s+in \d+(\.\d)?s\n`).MatchString(out) {
 		t.Errorf("table lacks busy's row:\n%s", out)
 	}
 }
@@ -352,10 +352,10 @@ func TestStatusLeasesAndDebt(t *testing.T) {
 	if tokens.Debt < 9 || tokens.Debt > 11 || tokens.Remaining != 0 || tokens.NextExpiryMS != 0 {
 		t.Errorf("tokens: %+v, want a debt of about 10 tokens and nothing remaining", tokens)
 	}
-	out := mustCLI(t, f.args("status", "models")...)
+	out := mustCLI(t, f.args("status", "models", "--width", "200")...)
 	for _, re := range []string{
-		`models\s+streams\s+provider\s+-\s+3 concurrent lease 1m0s\s+1 leases \(soonest expires in \d+(\.\d+)?s\)\s+2/3`,
-		`models\s+tokens\s+provider\s+-\s+100/min burst 50\s+50 \((9|10|11) debt\)\s+0/50`,
+		`models\s+streams\s+provider\s+3 concurrent\s+3 concurrent\s+2 of 3\s+in \d+s\s+1 lease held, the soonest expires in \d+s\n`,
+		`models\s+tokens\s+provider\s+100/min burst 50\s+100/min burst 50\s+0 of 50\s+in \d+(\.\d)?s\s+(9|10|11) debt\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("table lacks %s:\n%s", re, out)
