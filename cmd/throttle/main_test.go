@@ -354,7 +354,7 @@ func TestStatusLeasesAndDebt(t *testing.T) {
 	}
 	out := mustCLI(t, f.args("status", "models", "--width", "200")...)
 	for _, re := range []string{
-		`models\s+streams\s+provider\s+3 concurrent\s+3 concurrent\s+2 of 3\s+in \d+s\s+1 lease held, the soonest expires in \d+s\n`,
+		`models\s+streams\s+provider\s+3 concurrent\s+3 concurrent\s+2 of 3\s+in \d+s\s+1 lease held, soonest expires in \d+s\n`,
 		`models\s+tokens\s+provider\s+100/min burst 50\s+100/min burst 50\s+0 of 50\s+in \d+(\.\d)?s\s+(9|10|11) debt\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {

@@ -46,8 +46,6 @@ type row struct {
 	PausedUntil  *time.Time `json:"paused_until"`
 	Key          string     `json:"key"`
 	Exists       bool       `json:"exists"`
-
-	shared bool // the shared state of requests without a scope value
 }
 
 // maxKnown bounds the scope values remembered per provider.
@@ -331,7 +329,6 @@ func (g *group) rows(pause time.Time) []row {
 			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead, Debt: it.Debt,
 			NextExpiryMS: ceilMS(it.NextExpiry), ResetAfterMS: ceilMS(it.ResetAfter),
 			Key: it.Key, Exists: it.Exists,
-			shared: g.part == "" && lim.Scope.Kind != providers.ScopeProvider,
 		}
 		if pause.After(g.snap.Now) {
 			r.PausedUntil = timePtr(pause)

@@ -41,6 +41,9 @@ type columns struct {
 // notes are many words; "97 of 100" and "in 4m05s" read best on one line.
 var tableColumns = columns{cut: map[int]int{2: 12, 7: 16}, whole: map[int]bool{5: true, 6: true}}
 
+// comfortable is the width a column keeps while others can still narrow.
+const comfortable = 20
+
 // pauseColumns: a tenant's scope value may be cut.
 var pauseColumns = columns{cut: map[int]int{0: 12}}
 
@@ -114,7 +117,7 @@ func scopeCell(r row) string {
 	switch {
 	case r.Scope == "provider":
 		return r.Scope
-	case r.shared:
+	case r.Value == "": // a scoped limit's row without a value
 		return r.Scope + " (none)"
 	}
 	return r.Scope + " " + r.Value
@@ -129,15 +132,16 @@ func refill(r row) string {
 }
 
 // rowNotes lists what a row's columns do not show: leases held, counts
-// charged ahead, debt, a pause.
+// charged ahead (to later windows or buckets, by reservations waiting for
+// them), debt, a pause.
 func rowNotes(r row) string {
 	var n []string
 	if r.Kind == quota.Concurrency.String() && r.Used > 0 {
-		n = append(n, fmt.Sprintf("%d lease%s held, the soonest expires in %s",
+		n = append(n, fmt.Sprintf("%d lease%s held, soonest expires in %s",
 			r.Used, plural(int(r.Used)), humanDuration(time.Duration(r.NextExpiryMS)*time.Millisecond)))
 	}
 	if r.Ahead > 0 {
-		n = append(n, fmt.Sprintf("%s charged ahead to later windows", count(r.Ahead)))
+		n = append(n, fmt.Sprintf("%s waiting ahead", count(r.Ahead)))
 	}
 	if r.Debt > 0 {
 		n = append(n, fmt.Sprintf("%s debt", count(r.Debt)))
@@ -249,18 +253,27 @@ func fit(rows [][]string, width int, cols columns) ([]int, bool) {
 			need--
 		}
 	}
-	narrow(func(col int) int {
-		if cols.whole[col] {
+	wrapTo := func(least int) func(col int) int {
+		return func(col int) int {
+			if cols.whole[col] {
+				return widths[col]
+			}
+			return max(words[col], min(widths[col], least))
+		}
+	}
+	cutTo := func(least int) func(col int) int {
+		return func(col int) int {
+			if floor, ok := cols.cut[col]; ok {
+				return min(max(floor, least), widths[col])
+			}
 			return widths[col]
 		}
-		return words[col]
-	})
-	narrow(func(col int) int {
-		if floor, ok := cols.cut[col]; ok {
-			return min(floor, widths[col])
-		}
-		return widths[col]
-	})
+	}
+	// Wrap every column to a comfortable width, then cut the cuttable
+	// ones to it and further, and only then wrap further.
+	for _, floor := range []func(int) int{wrapTo(comfortable), cutTo(comfortable), cutTo(0), wrapTo(comfortable / 2), wrapTo(0)} {
+		narrow(floor)
+	}
 	return widths, need <= width
 }
 
