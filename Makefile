@@ -46,7 +46,7 @@ SEPARATE_MODULES := sdktest
 # needs, not the users'.
 OLDEST_GO_MODULES := .
 
-.PHONY: test sdktest redis clients staticcheck rootdeps oldestgo
+.PHONY: test sdktest browsertest redis clients staticcheck rootdeps oldestgo
 
 test: redis clients staticcheck rootdeps oldestgo
 	@echo '== gofmt'
@@ -69,6 +69,27 @@ test: redis clients staticcheck rootdeps oldestgo
 sdktest: staticcheck
 	@echo '== sdktest (module): go vet, staticcheck, go test'
 	cd sdktest && go vet ./... && $(STATICCHECK) ./... && go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The status page (throttle status --serve) in a real headless browser:
+# cmd/throttle's test TestStatusPageInBrowser, behind the build tag
+# browser so that make test, which has no browser to give it, leaves it
+# out rather than skipping it. As root, Debian's chromium is installed
+# with apt-get when no Chromium is on PATH; .ci/run runs this target after
+# make sdktest.
+browsertest: redis staticcheck
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && \
+		! command -v google-chrome >/dev/null 2>&1; then \
+		if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+			echo 'no Chromium found: the status page test renders the page in one;'; \
+			echo 'install it (Debian: sudo apt-get install chromium) or run make browsertest as root.'; \
+			exit 1; \
+		fi; \
+		echo 'chromium not found: installing it with apt-get'; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y chromium || exit 1; \
+	fi
+	@echo '== cmd/throttle: the status page in headless Chromium'
+	cd cmd/throttle && go vet -tags browser ./... && $(STATICCHECK) -tags browser ./... && \
+		go test -tags browser -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestStatusPageInBrowser' .
 
 # go vet (which type-checks the tests too) and go build of each of
 # OLDEST_GO_MODULES with the toolchain its go directive names

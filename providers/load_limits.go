@@ -96,6 +96,8 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	d.timezone()
 	d.calendar(q)
 	q.Kind, q.Period = d.sf.kind, d.sf.period
+	pub := *q
+	pub.Rate, pub.Burst = d.sf.rate, d.sf.burst
 	if d.sf.burst != 0 {
 		q.Burst = scale(d.sf.burst, bp)
 	}
@@ -105,7 +107,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 		q.Rate = scale(d.sf.rate, bp)
 	}
 	d.learn(q, bp)
-	lim := &Limit{Quota: q}
+	lim := &Limit{Quota: q, Published: &pub}
 	d.scope(lim)
 	d.missing(lim)
 	d.only(lim)

@@ -197,6 +197,11 @@ type Limit struct {
 	// Quota is the limit the store applies, headroom already applied.
 	// It passes Validate. Do not modify it.
 	Quota *quota.Limit
+	// Published is the limit as the configuration states it, the
+	// vendor's figure before headroom, for operators to check against
+	// the vendor's page next to Quota. Only Quota is enforced. Do not
+	// modify it.
+	Published *quota.Limit
 	// Scope says which requests share its state.
 	Scope Scope
 	// Missing says what happens when a request has no scope value (a host

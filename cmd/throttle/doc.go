@@ -13,7 +13,7 @@
 //
 //	throttle validate [FILE]
 //	throttle validate --against OLD [FILE]
-//	throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch] [--interval 2s] [--top 10]
+//	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR] [--interval 2s] [--top 10]
 //	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 //	throttle resume PROVIDER[/SCOPE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
@@ -33,16 +33,22 @@
 //
 // status reads the state of every limit without changing it, with the
 // formulas of package quota and Redis's TIME as the clock: per limit and
-// scope value, the capacity used, what remains, how long until it is back
-// to full, and the pause in force; for a concurrency limit the leases held
-// and when the soonest expires, for a rolling window its count in the
-// trailing period, and the debt that settled costs left beyond a limit.
-// Per-tenant state is found with SCAN, a
-// bounded number of calls per refresh on every master of a cluster, and the
-// values found are read in one pipelined round per refresh; the busiest
-// tenants (lowest share remaining) come first. --watch redraws in place
-// until interrupted; --json writes a document whose schema is in
-// "throttle status --help" (one document per line with --watch).
+// scope value, the limit as the configuration publishes it next to the
+// one the store enforces (headroom applied, or as learned), in the units
+// vendors publish (100/s, 5,000/h, 250,000/day), what is left, when it is
+// full again, and the pauses in force; for a concurrency limit the leases
+// held and when the soonest expires, for a window the counts charged
+// ahead, and the debt that settled costs left beyond a limit. The table
+// lists only the limits with state in Redis (--all: every limit) and fits
+// the terminal's width ($COLUMNS or --width, else 100 columns).
+// Per-tenant state is found with SCAN, a bounded number of calls per
+// refresh on every master of a cluster, and the values found are read in
+// one pipelined round per refresh; the busiest tenants (lowest share
+// remaining) come first. --watch redraws in place until interrupted;
+// --json writes a document whose schema is in "throttle status --help"
+// (one document per line with --watch); --serve ADDR serves a read-only
+// page of the same state, bars of what is left that refresh themselves,
+// on loopback when ADDR is a bare port (":8080").
 //
 // pause holds back a provider's requests (PROVIDER) or one tenant's
 // (PROVIDER/SCOPE, for a provider with keys: per_tenant)

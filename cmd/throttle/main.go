@@ -46,7 +46,7 @@ Usage:
 
 	throttle validate [FILE]
 	throttle validate --against OLD [FILE]
-	throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch]
+	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR]
 	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
 	throttle resume PROVIDER[/SCOPE] --redis URL
 	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -299,8 +300,8 @@ func TestStatusMatchesReservations(t *testing.T) {
 		t.Errorf("status tenants/calm: %+v", r)
 	}
 	// The table says the same.
-	out := mustCLI(t, f.args("status", "tenants")...)
-	if !regexp.MustCompile(`tenants\s+quota\s+business\s+busy\s+5/min\s+4\s+1/5`).MatchString(out) {
+	out := mustCLI(t, f.args("status", "tenants", "--width", "200")...)
+	if !regexp.MustCompile(`tenants\s+quota\s+business busy\s+5/min\s+5/min\s+1 of 5\s+in \d+(\.\d)?s\n`).MatchString(out) {
 		t.Errorf("table lacks busy's row:\n%s", out)
 	}
 }
@@ -352,10 +353,10 @@ func TestStatusLeasesAndDebt(t *testing.T) {
 	if tokens.Debt < 9 || tokens.Debt > 11 || tokens.Remaining != 0 || tokens.NextExpiryMS != 0 {
 		t.Errorf("tokens: %+v, want a debt of about 10 tokens and nothing remaining", tokens)
 	}
-	out := mustCLI(t, f.args("status", "models")...)
+	out := mustCLI(t, f.args("status", "models", "--width", "200")...)
 	for _, re := range []string{
-		`models\s+streams\s+provider\s+-\s+3 concurrent lease 1m0s\s+1 leases \(soonest expires in \d+(\.\d+)?s\)\s+2/3`,
-		`models\s+tokens\s+provider\s+-\s+100/min burst 50\s+50 \((9|10|11) debt\)\s+0/50`,
+		`models\s+streams\s+provider\s+3 concurrent\s+3 concurrent\s+2 of 3\s+in \d+s\s+1 lease held, soonest expires in \d+s\n`,
+		`models\s+tokens\s+provider\s+100/min burst 50\s+100/min burst 50\s+0 of 50\s+in \d+(\.\d)?s\s+(9|10|11) debt\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("table lacks %s:\n%s", re, out)
@@ -538,26 +539,60 @@ func TestUnreachableRedis(t *testing.T) {
 	}
 }
 
+// frames is a stdout that ends the command (cancel) once it has written
+// n frames, each ending or starting with sep.
+type frames struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	sep    string
+	n      int
+	cancel context.CancelFunc
+}
+
+func (f *frames) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf.Write(p)
+	if strings.Count(f.buf.String(), f.sep) >= f.n {
+		f.cancel()
+	}
+	return len(p), nil
+}
+
+func (f *frames) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.String()
+}
+
+// watch runs status --watch until it has written n frames (each ending or
+// starting with sep); a minute bounds a watch that never does.
+func watch(t *testing.T, f *fixture, sep string, n int, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := &frames{sep: sep, n: n, cancel: cancel}
+	var errOut bytes.Buffer
+	if code := run(ctx, f.args(append([]string{"status", "tenants", "--watch", "--interval", "50ms"}, args...)...), out, &errOut); code != exitOK {
+		t.Fatalf("watch %v: exit %d, %s", args, code, errOut.String())
+	}
+	if strings.Count(out.String(), sep) < n {
+		t.Fatalf("watch %v wrote fewer than %d frames in a minute:\n%s", args, n, out)
+	}
+	return out.String()
+}
+
+// TestWatch: --watch redraws the table in place, or writes a JSON
+// document per line, until its context ends.
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	f := startFixture(t)
 	f.reserve(t, "https://api.tenants.test/x", "w1")
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	code, out, errOut := cli(ctx, f.args("status", "tenants", "--watch", "--interval", "50ms")...)
-	if code != exitOK {
-		t.Fatalf("watch: exit %d, %s", code, errOut)
+	if out := watch(t, f, "\x1b[H\x1b[2J", 3); !strings.Contains(out, "business w1") {
+		t.Errorf("watch does not show w1:\n%s", out)
 	}
-	if n := strings.Count(out, "\x1b[H\x1b[2J"); n < 2 {
-		t.Errorf("watch redrew %d times in 600ms at a 50ms interval", n)
-	}
-	ctx, cancel = context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	code, out, _ = cli(ctx, f.args("status", "tenants", "--watch", "--json", "--interval", "50ms")...)
+	out := watch(t, f, "\n", 2, "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != exitOK || len(lines) < 2 {
-		t.Fatalf("watch --json: exit %d, %d lines", code, len(lines))
-	}
 	for _, l := range lines {
 		var v view
 		if err := json.Unmarshal([]byte(l), &v); err != nil {

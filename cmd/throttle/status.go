@@ -3,34 +3,42 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"sort"
-	"text/tabwriter"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/fleetquota/throttle/providers"
-	"github.com/fleetquota/throttle/quota"
-	"github.com/fleetquota/throttle/quota/redisstore"
 )
 
 var statusCmd = &command{
 	name: "status",
-	usage: `Usage: throttle status [PROVIDER[/SCOPE]] --redis URL [--json] [--watch]
+	usage: `Usage: throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR]
 
 Status shows the live state of the limits in Redis, read without changing
 anything and computed as the store decides (Redis's TIME is the clock): per
-limit and scope value, the capacity used, what remains (events of cost 1
-admitted at once), how long until the limit is back to full, and the pause
+limit and scope value, the limit as the vendor publishes it (the
+configuration's figure) next to the one the fleet enforces (headroom
+applied, or the figure a learning limit learned), what is left of it
+(events of cost 1 admitted at once), when it is full again, and the pauses
 in force. A concurrency limit shows the leases held (live ones: not
 released, not expired) and when the soonest expires unless renewed; a
-rolling window its count in the trailing period; a limit that settled
-costs took past its capacity, the debt the next requests wait out.
+rolling window its count in the trailing period; a window reservations
+already charged ahead (requests waiting into a later window); a limit that
+settled costs took past its capacity, the debt the next requests wait out.
 
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
 header value or a host; a "#..." value as status shows it is taken as it is).
+
+The table lists only the limits that have state in Redis (a limit without
+state is full); --all lists every limit. Rates are per second, minute,
+hour, day or month, as vendors publish them; a period that headroom
+stretched is shown as the rate per the unit below it (810/min at 95%
+is 769.5/min). The table fits the terminal's width ($COLUMNS, or --width;
+100 when neither is set): long scope values are cut with "…" (--json has
+them whole), notes wrap, and a terminal too narrow for the columns gets
+one block of lines per limit.
 
 Per-tenant state is found by SCAN, a bounded number of calls per refresh on
 every master (--scan-steps), so no refresh walks the whole keyspace; the
@@ -42,7 +50,15 @@ Values too long or unsafe for a key are shown as "#" and a hash.
 --watch redraws in place every --interval until interrupted (Ctrl-C); with
 --json it writes one JSON document per line per refresh instead.
 
-JSON (--json), field names stable:
+--serve ADDR serves, until interrupted, a read-only page of the same state:
+each provider's limits as bars of what is left, the pauses in force and
+when they end, the leases held and the reservations charged ahead,
+refreshed every --interval by the page itself. ":8080" listens on
+loopback only (127.0.0.1:8080); name a host ("0.0.0.0:8080") to listen
+beyond it. /status.json answers the JSON below, every limit included.
+
+JSON (--json), field names stable; it lists every limit, with or without
+state (see "exists"):
 
 	{
 	  "now": "2026-01-02T15:04:05.123456Z",  Redis's TIME when read
@@ -58,6 +74,9 @@ JSON (--json), field names stable:
 	    "rows": [{
 	      "limit": "global", "kind": "gcra" | "window" | "rolling" | "concurrent",
 	      "spec": "90/s",         short form, headroom applied
+	      "published": "100/s",   the configuration's figure, before headroom
+	      "effective": "90/s",    what the store enforces, in a person's units
+	                              ("(learned)" when a learning limit learned it)
 	      "scope": "header:Stripe-Account" | "provider" | ...,
 	      "value": "acct_1",      "" for a provider-wide limit, or for the
 	                              shared state of requests without a value
@@ -89,96 +108,159 @@ JSON (--json), field names stable:
 
 func init() { statusCmd.run = runStatus }
 
+// defaultWidth is the table's width when neither --width nor $COLUMNS
+// gives one (a shell sets COLUMNS but seldom exports it).
+const defaultWidth = 100
+
+// statusOptions are the flags of status.
+type statusOptions struct {
+	store         storeFlags
+	asJSON, watch bool
+	all           bool
+	interval      time.Duration
+	top, steps    int
+	width         int
+	serve         string
+}
+
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var sf storeFlags
-	var (
-		asJSON, watch bool
-		interval      time.Duration
-		top, steps    int
-	)
-	fs := newFlagSet(statusCmd)
-	sf.register(fs)
-	fs.BoolVar(&asJSON, "json", false, "write JSON (schema above) instead of a table")
-	fs.BoolVar(&watch, "watch", false, "refresh in place until interrupted")
-	fs.DurationVar(&interval, "interval", 2*time.Second, "time between refreshes with --watch")
-	fs.IntVar(&top, "top", 10, "scope values shown per provider, busiest first; 0 shows all")
-	fs.IntVar(&steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch")
-	pos, err := parse(statusCmd, fs, args, stdout, stderr)
+	o, pos, err := parseStatusFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 1 {
-		return usagef("status takes at most one PROVIDER[/SCOPE], got %d arguments", len(pos))
-	}
-	if interval <= 0 {
-		return usagef("--interval %v must be positive", interval)
-	}
-	if top < 0 || steps < 0 {
-		return usagef("--top and --scan-steps must not be negative")
-	}
-	if steps == 0 {
-		steps = 100
-		if watch {
-			steps = 10
-		}
-	}
-	e, err := sf.open(ctx)
+	e, err := o.store.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	w := &watcher{e: e, top: top, steps: steps, known: map[*providers.Provider]map[string]bool{}}
-	if len(pos) == 1 {
-		parts := splitTarget(pos[0], 2)
-		p, err := provider(e.cfg, parts[0])
+	w, err := newWatcher(e, pos, o.top, o.steps)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.serve != "":
+		return serveStatus(ctx, o.serve, w, o.interval, stderr)
+	case o.watch:
+		return o.watchStatus(ctx, w, stdout)
+	}
+	v, err := w.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	return o.render(stdout, v)
+}
+
+// parseStatusFlags parses and checks status's command line, and fills in
+// the defaults that depend on other flags.
+func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, []string, error) {
+	o := &statusOptions{}
+	fs := newFlagSet(statusCmd)
+	o.store.register(fs)
+	fs.BoolVar(&o.asJSON, "json", false, "write JSON (schema above) instead of a table")
+	fs.BoolVar(&o.watch, "watch", false, "refresh in place until interrupted")
+	fs.BoolVar(&o.all, "all", false, "list every limit in the table, with state or not")
+	fs.DurationVar(&o.interval, "interval", 2*time.Second, "time between refreshes with --watch or --serve")
+	fs.IntVar(&o.top, "top", 10, "scope values shown per provider, busiest first; 0 shows all")
+	fs.IntVar(&o.steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch or --serve")
+	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in; 0 means $COLUMNS, or 100")
+	fs.StringVar(&o.serve, "serve", "", "serve a live status page on `ADDR` (\":8080\" is loopback only) until interrupted")
+	pos, err := parse(statusCmd, fs, args, stdout, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case len(pos) > 1:
+		return nil, nil, usagef("status takes at most one PROVIDER[/SCOPE], got %d arguments", len(pos))
+	case o.interval <= 0:
+		return nil, nil, usagef("--interval %v must be positive", o.interval)
+	case o.top < 0 || o.steps < 0 || o.width < 0:
+		return nil, nil, usagef("--top, --scan-steps and --width must not be negative")
+	case o.serve != "" && (o.watch || o.asJSON):
+		return nil, nil, usagef("--serve shows its own page: it takes neither --watch nor --json")
+	}
+	if o.serve != "" {
+		addr, err := serveAddr(o.serve)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		w.provs = []*providers.Provider{p}
-		if len(parts) == 2 {
-			if parts[1] == "" {
-				return usagef("%q: empty scope value", pos[0])
-			}
-			scoped := false
-			for _, l := range allLimits(p) {
-				scoped = scoped || l.lim.Scope.Kind != providers.ScopeProvider
-			}
-			if !scoped {
-				return usagef("provider %q has no scoped limit: it has no scope values; use %q", p.Name, p.Name)
-			}
-			w.fixed = parts[1]
+		o.serve = addr
+	}
+	if o.steps == 0 {
+		o.steps = 100
+		if o.watch || o.serve != "" {
+			o.steps = 10
 		}
-	} else {
+	}
+	if o.width == 0 {
+		o.width = defaultWidth
+		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+			o.width = n
+		}
+	}
+	return o, pos, nil
+}
+
+// newWatcher makes the watcher of the providers, or the one provider or
+// scope value, that the positional argument names.
+func newWatcher(e *env, pos []string, top, steps int) (*watcher, error) {
+	w := &watcher{e: e, top: top, steps: steps, known: map[*providers.Provider]map[string]bool{}}
+	if len(pos) == 0 {
 		w.provs = e.cfg.Providers()
+		w.prepare()
+		return w, nil
+	}
+	parts := splitTarget(pos[0], 2)
+	p, err := provider(e.cfg, parts[0])
+	if err != nil {
+		return nil, err
+	}
+	w.provs = []*providers.Provider{p}
+	if len(parts) == 2 {
+		if parts[1] == "" {
+			return nil, usagef("%q: empty scope value", pos[0])
+		}
+		scoped := false
+		for _, l := range allLimits(p) {
+			scoped = scoped || l.lim.Scope.Kind != providers.ScopeProvider
+		}
+		if !scoped {
+			return nil, usagef("provider %q has no scoped limit: it has no scope values; use %q", p.Name, p.Name)
+		}
+		w.fixed = parts[1]
 	}
 	w.prepare()
+	return w, nil
+}
 
-	if !watch {
-		v, err := w.refresh(ctx)
-		if err != nil {
-			return err
-		}
-		return render(stdout, v, asJSON)
+// render writes a view as the flags ask: a table, or one line of JSON.
+func (o *statusOptions) render(w io.Writer, v *view) error {
+	if o.asJSON {
+		return renderJSON(w, v)
 	}
+	return renderTable(w, v, o.all, o.width)
+}
+
+// watchStatus redraws the status every interval until ctx ends.
+func (o *statusOptions) watchStatus(ctx context.Context, w *watcher, stdout io.Writer) error {
 	for {
 		v, err := w.refresh(ctx)
 		if over(ctx) {
 			return nil
 		}
 		if err != nil {
-			v = &view{Error: err.Error(), Prefix: e.store.Prefix()}
+			v = &view{Error: err.Error(), Prefix: w.e.store.Prefix()}
 		}
 		var buf bytes.Buffer
-		if !asJSON {
+		if !o.asJSON {
 			buf.WriteString("\x1b[H\x1b[2J")
 		}
-		if err := render(&buf, v, asJSON); err != nil {
+		if err := o.render(&buf, v); err != nil {
 			return err
 		}
 		if _, err := stdout.Write(buf.Bytes()); err != nil {
 			return err
 		}
-		t := time.NewTimer(interval)
+		t := time.NewTimer(o.interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -198,395 +280,4 @@ func over(ctx context.Context) bool {
 	}
 	d, ok := ctx.Deadline()
 	return ok && !time.Now().Before(d)
-}
-
-// view is one refresh, as --json writes it.
-type view struct {
-	Now          time.Time      `json:"now"`
-	Prefix       string         `json:"prefix"`
-	ScanComplete bool           `json:"scan_complete"`
-	Error        string         `json:"error,omitempty"`
-	Providers    []providerView `json:"providers"`
-}
-
-type providerView struct {
-	Name        string     `json:"name"`
-	TenantScope string     `json:"tenant_scope,omitempty"`
-	PausedUntil *time.Time `json:"paused_until"`
-	ScopesKnown int        `json:"scopes_known"`
-	ScopesShown int        `json:"scopes_shown"`
-	Rows        []row      `json:"rows"`
-}
-
-type row struct {
-	Limit        string     `json:"limit"`
-	Kind         string     `json:"kind"`
-	Spec         string     `json:"spec"`
-	Scope        string     `json:"scope"`
-	Value        string     `json:"value"`
-	Capacity     int64      `json:"capacity"`
-	Used         int64      `json:"used"`
-	Remaining    int64      `json:"remaining"`
-	Ahead        int64      `json:"ahead"`
-	Debt         int64      `json:"debt"`
-	NextExpiryMS int64      `json:"next_expiry_ms"`
-	ResetAfterMS int64      `json:"reset_after_ms"`
-	PausedUntil  *time.Time `json:"paused_until"`
-	Key          string     `json:"key"`
-	Exists       bool       `json:"exists"`
-
-	shared bool // the shared state of requests without a scope value
-}
-
-// maxKnown bounds the scope values remembered per provider.
-const maxKnown = 10000
-
-// watcher holds what status learns across refreshes.
-type watcher struct {
-	e     *env
-	provs []*providers.Provider
-	fixed string // PROVIDER/SCOPE: the one scope value shown
-	top   int
-	steps int
-
-	scan     *redisstore.KeyScan
-	scoped   []*providers.Provider // those of provs with a scoped limit
-	complete bool
-	known    map[*providers.Provider]map[string]bool
-}
-
-// prepare lists the providers with scoped limits and starts the scan when
-// there are any (and no one scope value was asked for).
-func (w *watcher) prepare() {
-	tenant := false
-	for _, p := range w.provs {
-		if _, ok := p.TenantScope(); ok {
-			tenant = true
-		}
-		for _, l := range allLimits(p) {
-			if l.lim.Scope.Kind != providers.ScopeProvider {
-				w.scoped = append(w.scoped, p)
-				break
-			}
-		}
-	}
-	if w.fixed != "" || len(w.scoped) == 0 {
-		w.complete = true
-		return
-	}
-	// One provider with keys per provider keeps every key in its own
-	// tag: match only that tag.
-	match := "*"
-	if len(w.provs) == 1 && !tenant {
-		match = redisstore.TagMatch(w.provs[0].Tag(""))
-	}
-	w.scan = w.e.store.NewKeyScan(match, 0)
-}
-
-// learn records the scope values of keys a scan found.
-func (w *watcher) learn(keys []string) {
-	for _, k := range keys {
-		tag, key, kind, ok := w.e.store.ParseKey(k)
-		if !ok {
-			continue
-		}
-		for _, p := range w.scoped {
-			ref, ok := p.ParseKey(tag, key, kind == redisstore.KeyPause)
-			if !ok {
-				continue
-			}
-			if ref.Part != "" {
-				m := w.known[p]
-				if m == nil {
-					m = map[string]bool{}
-					w.known[p] = m
-				}
-				if len(m) < maxKnown {
-					m[ref.Part] = true
-				}
-			}
-			break
-		}
-	}
-}
-
-// group is one read: a tag's keys, and the rows they become.
-type group struct {
-	p     *providers.Provider
-	part  string // "" for the provider's own group
-	lims  []*providers.Limit
-	req   quota.Request
-	snap  redisstore.Snapshot
-	score float64 // lowest share of capacity remaining
-}
-
-// refresh advances the scan and reads every known key in one round.
-func (w *watcher) refresh(ctx context.Context) (*view, error) {
-	if w.scan != nil {
-		keys, complete, err := w.scan.Step(ctx, w.steps)
-		if err != nil {
-			return nil, err
-		}
-		w.learn(keys)
-		w.complete = w.complete || complete
-	}
-	var groups []*group
-	for _, p := range w.provs {
-		groups = append(groups, w.baseGroup(p))
-		var parts []string
-		if w.fixed != "" {
-			s, _ := p.TenantScope()
-			for _, l := range allLimits(p) {
-				if l.lim.Scope.Kind != providers.ScopeProvider {
-					s = l.lim.Scope
-					break
-				}
-			}
-			if part := scopePart(s, w.fixed); part != "" {
-				parts = []string{part}
-			}
-		} else {
-			for part := range w.known[p] {
-				parts = append(parts, part)
-			}
-			sort.Strings(parts)
-		}
-		for _, part := range parts {
-			if g := w.tenantGroup(p, part); g != nil {
-				groups = append(groups, g)
-			}
-		}
-	}
-	reqs := make([]*quota.Request, len(groups))
-	for i, g := range groups {
-		reqs[i] = &g.req
-	}
-	snaps, err := w.e.store.InspectAll(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	v := &view{Prefix: w.e.store.Prefix(), ScanComplete: w.complete}
-	for i, g := range groups {
-		g.snap = snaps[i]
-		if g.snap.Now.After(v.Now) {
-			v.Now = g.snap.Now
-		}
-	}
-	v.Now = v.Now.UTC()
-	i := 0
-	for _, p := range w.provs {
-		base := groups[i]
-		i++
-		pv := providerView{Name: p.Name, PausedUntil: timePtr(base.snap.PausedUntil)}
-		if s, ok := p.TenantScope(); ok {
-			pv.TenantScope = s.String()
-		}
-		pv.Rows = base.rows(base.snap.PausedUntil)
-		var tenants []*group
-		for i < len(groups) && groups[i].p == p {
-			g := groups[i]
-			i++
-			idle := !g.snap.PausedUntil.After(g.snap.Now)
-			for _, it := range g.snap.Items {
-				if it.Exists {
-					idle = false
-				}
-			}
-			if idle && w.fixed == "" {
-				delete(w.known[p], g.part) // expired: forget it
-				continue
-			}
-			tenants = append(tenants, g)
-		}
-		sort.SliceStable(tenants, func(a, b int) bool { return tenants[a].score < tenants[b].score })
-		pv.ScopesKnown = len(tenants)
-		if w.top > 0 && len(tenants) > w.top {
-			tenants = tenants[:w.top]
-		}
-		pv.ScopesShown = len(tenants)
-		for _, g := range tenants {
-			pause := g.snap.PausedUntil
-			if len(g.req.Pauses) == 0 {
-				pause = base.snap.PausedUntil
-			}
-			pv.Rows = append(pv.Rows, g.rows(pause)...)
-		}
-		v.Providers = append(v.Providers, pv)
-	}
-	return v, nil
-}
-
-// baseGroup reads a provider's provider-wide limits, the shared state of
-// its scoped limits, and its pause.
-func (w *watcher) baseGroup(p *providers.Provider) *group {
-	g := &group{p: p}
-	tag, pause := p.PauseKey("")
-	g.req = quota.Request{Tag: tag, Pauses: []string{pause}}
-	for _, l := range allLimits(p) {
-		if l.lim.Scope.Kind != providers.ScopeProvider && l.lim.Missing != providers.Shared {
-			continue
-		}
-		t, k := p.StateKey(l.lim, "")
-		if t != tag {
-			continue // cannot happen: a value-less request is tagged by the provider
-		}
-		g.lims = append(g.lims, l.lim)
-		g.req.Items = append(g.req.Items, quota.Item{Limit: l.lim.Quota, Key: k})
-	}
-	return g
-}
-
-// tenantGroup reads the scoped limits of one scope value (and, for a
-// provider tagged per tenant, its pause); nil when no limit applies.
-func (w *watcher) tenantGroup(p *providers.Provider, part string) *group {
-	g := &group{p: p, part: part}
-	if _, ok := p.TenantScope(); ok {
-		tag, pause := p.PauseKey(part)
-		g.req = quota.Request{Tag: tag, Pauses: []string{pause}}
-	}
-	for _, l := range allLimits(p) {
-		if l.lim.Scope.Kind == providers.ScopeProvider || !applies(l.lim, part) {
-			continue
-		}
-		tag, k := p.StateKey(l.lim, part)
-		g.req.Tag = tag
-		g.lims = append(g.lims, l.lim)
-		g.req.Items = append(g.req.Items, quota.Item{Limit: l.lim.Quota, Key: k})
-	}
-	if len(g.req.Items) == 0 {
-		return nil
-	}
-	return g
-}
-
-// applies reports whether a limit restricted by Only applies to the scope
-// value whose key part is part.
-func applies(lim *providers.Limit, part string) bool {
-	if len(lim.Only) == 0 {
-		return true
-	}
-	for _, o := range lim.Only {
-		if quota.SafePart(o) == part {
-			return true
-		}
-	}
-	return false
-}
-
-// rows turns a group's snapshot into rows, and sets its score.
-func (g *group) rows(pause time.Time) []row {
-	var out []row
-	g.score = 1
-	for i, lim := range g.lims {
-		it := g.snap.Items[i]
-		q := lim.Quota.Learned(it.Rate) // a learning limit as decisions run it now
-		sp := spec(q)
-		if q != lim.Quota {
-			sp += " (learned)"
-		}
-		r := row{
-			Limit: q.Name, Kind: q.Kind.String(), Spec: sp, Scope: lim.Scope.String(), Value: g.part,
-			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead, Debt: it.Debt,
-			NextExpiryMS: ceilMS(it.NextExpiry), ResetAfterMS: ceilMS(it.ResetAfter),
-			Key: it.Key, Exists: it.Exists,
-			shared: g.part == "" && lim.Scope.Kind != providers.ScopeProvider,
-		}
-		if pause.After(g.snap.Now) {
-			r.PausedUntil = timePtr(pause)
-		}
-		if s := float64(it.Remaining) / float64(q.Capacity()); s < g.score {
-			g.score = s
-		}
-		out = append(out, r)
-	}
-	if pause.After(g.snap.Now) {
-		g.score = -1 // a paused scope is the busiest of all
-	}
-	return out
-}
-
-// ceilMS is d in milliseconds, rounded up.
-func ceilMS(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
-}
-
-// render writes a view as a table or as one line of JSON.
-func render(w io.Writer, v *view, asJSON bool) error {
-	if asJSON {
-		if v.Providers == nil {
-			v.Providers = []providerView{}
-		}
-		for i := range v.Providers {
-			if v.Providers[i].Rows == nil {
-				v.Providers[i].Rows = []row{}
-			}
-		}
-		return json.NewEncoder(w).Encode(v)
-	}
-	if v.Error != "" {
-		fmt.Fprintf(w, "throttle status: error: %s\n", v.Error)
-		return nil
-	}
-	scan := "scan complete"
-	if !v.ScanComplete {
-		scan = "scan in progress: more scope values may exist"
-	}
-	fmt.Fprintf(w, "redis time %s, prefix %q, %s\n\n", v.Now.Format(time.RFC3339Nano), v.Prefix, scan)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROVIDER\tLIMIT\tSCOPE\tVALUE\tSPEC\tUSED\tREMAINING\tRESET AFTER\tPAUSED UNTIL")
-	var notes []string
-	for _, p := range v.Providers {
-		for _, r := range p.Rows {
-			value := r.Value
-			switch {
-			case r.Scope == "provider":
-				value = "-"
-			case r.shared:
-				value = "(none)"
-			}
-			used := fmt.Sprint(r.Used)
-			switch {
-			case r.Kind == quota.Concurrency.String() && r.Used > 0:
-				used = fmt.Sprintf("%d leases (soonest expires in %s)", r.Used, time.Duration(r.NextExpiryMS)*time.Millisecond)
-			case r.Kind == quota.Concurrency.String():
-				used = "0 leases"
-			case r.Kind == quota.Rolling.String():
-				used += " in trailing period"
-			}
-			if r.Ahead > 0 {
-				used += fmt.Sprintf(" (+%d ahead)", r.Ahead)
-			}
-			if r.Debt > 0 {
-				used += fmt.Sprintf(" (%d debt)", r.Debt)
-			}
-			paused := "-"
-			if r.PausedUntil != nil {
-				paused = fmt.Sprintf("%s (in %s)", r.PausedUntil.Format(time.RFC3339), r.PausedUntil.Sub(v.Now).Round(time.Second))
-			}
-			reset := (time.Duration(r.ResetAfterMS) * time.Millisecond).String()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n",
-				p.Name, r.Limit, r.Scope, value, r.Spec, used, r.Remaining, r.Capacity, reset, paused)
-		}
-		if p.PausedUntil != nil && len(p.Rows) == 0 {
-			notes = append(notes, fmt.Sprintf("%s: paused until %s", p.Name, p.PausedUntil.Format(time.RFC3339)))
-		}
-		if p.ScopesShown < p.ScopesKnown {
-			notes = append(notes, fmt.Sprintf("%s: %d of %d scope values shown, busiest first (--top 0 shows all)", p.Name, p.ScopesShown, p.ScopesKnown))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, n := range notes {
-		fmt.Fprintln(w, n)
-	}
-	return nil
 }

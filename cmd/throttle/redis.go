@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle/providers"
-	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/redisstore"
 )
 
@@ -46,24 +44,6 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "providers configuration `FILE` (default: the embedded catalog, config/providers.yaml)")
 	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "key `prefix` the fleet's stores use (redisstore.Options.Prefix)")
 	fs.DurationVar(&f.timeout, "timeout", timeout, "bound on each call to Redis")
-}
-
-// loadConfig loads --config, or the embedded catalog.
-func loadConfig(path string) (*providers.Config, error) {
-	var cfg *providers.Config
-	var err error
-	if path == "" {
-		cfg, err = providers.LoadCatalog()
-	} else {
-		cfg, err = providers.LoadFile(path)
-	}
-	if err != nil {
-		if errors.Is(err, providers.ErrConfig) {
-			return nil, &configError{err}
-		}
-		return nil, err
-	}
-	return cfg, nil
 }
 
 // newClient connects to the Redis that --redis and --cluster name. Every
@@ -201,119 +181,4 @@ func redactURL(s string) string {
 		}
 	}
 	return strings.Join(parts, ",")
-}
-
-// provider looks a provider up by name, as a usage error when unknown.
-func provider(cfg *providers.Config, name string) (*providers.Provider, error) {
-	if name == "" {
-		return nil, usagef("empty provider name")
-	}
-	p, ok := cfg.Provider(name)
-	if !ok {
-		var names []string
-		for _, p := range cfg.Providers() {
-			names = append(names, p.Name)
-		}
-		sort.Strings(names)
-		return nil, usagef("unknown provider %q in %s; known: %s", name, cfg.Name(), strings.Join(names, ", "))
-	}
-	return p, nil
-}
-
-// limitRef is one limit of a provider, with the route that adds it.
-type limitRef struct {
-	lim   *providers.Limit
-	route *providers.Route // nil for the provider's own limits
-}
-
-// allLimits lists a provider's limits and then its routes', in file order.
-func allLimits(p *providers.Provider) []limitRef {
-	var out []limitRef
-	for i := range p.Limits {
-		out = append(out, limitRef{lim: &p.Limits[i]})
-	}
-	for i := range p.Routes {
-		r := &p.Routes[i]
-		for j := range r.Limits {
-			out = append(out, limitRef{lim: &r.Limits[j], route: r})
-		}
-	}
-	return out
-}
-
-// findLimit finds a provider's limit by name, as a usage error when
-// unknown.
-func findLimit(p *providers.Provider, name string) (*providers.Limit, error) {
-	var names []string
-	for _, l := range allLimits(p) {
-		if l.lim.Quota.Name == name {
-			return l.lim, nil
-		}
-		names = append(names, l.lim.Quota.Name)
-	}
-	return nil, usagef("provider %q has no limit %q; its limits: %s", p.Name, name, strings.Join(names, ", "))
-}
-
-// scopePart returns the key part of a scope value typed by an operator, as
-// Resolve would make it from a request (providers.Scope.Part). A value
-// shown by status as a hash ("#" and 32 hex digits) is the key part
-// already and is taken as it is.
-func scopePart(s providers.Scope, v string) string {
-	if quota.IsHash(v) {
-		return v
-	}
-	return s.Part(v)
-}
-
-// spec formats a limit in the configuration's short form, with headroom
-// applied (the numbers the store enforces).
-func spec(l *quota.Limit) string {
-	if l.Kind == quota.Concurrency {
-		return fmt.Sprintf("%d concurrent lease %v", l.Rate, l.Period)
-	}
-	if l.Kind == quota.Rolling {
-		return fmt.Sprintf("%d/%s rolling", l.Rate, periodString(l.Period))
-	}
-	if l.Kind == quota.GCRA {
-		s := fmt.Sprintf("%d/%s", l.Rate, periodString(l.Period))
-		if l.Capacity() != l.Rate {
-			s += fmt.Sprintf(" burst %d", l.Capacity())
-		}
-		return s
-	}
-	c := l.Calendar
-	s := fmt.Sprintf("%d/%s", l.Rate, c.Unit)
-	zone := ""
-	if c.Location != nil && c.Location != time.UTC && c.Location.String() != "UTC" {
-		zone = " " + c.Location.String()
-	}
-	if c.Unit == quota.Hour || c.Reset != 0 || zone != "" {
-		h := c.Reset / time.Hour
-		m := (c.Reset - h*time.Hour) / time.Minute
-		s += fmt.Sprintf(" resets %02d:%02d%s", h, m, zone)
-	}
-	return s
-}
-
-// periodString writes a GCRA or rolling period as the short form's unit: ms, s, min,
-// h, or a duration such as 10s or 24h.
-func periodString(d time.Duration) string {
-	switch d {
-	case time.Millisecond:
-		return "ms"
-	case time.Second:
-		return "s"
-	case time.Minute:
-		return "min"
-	case time.Hour:
-		return "h"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
