@@ -126,6 +126,9 @@
 //     charge is kept as a hole (mark, prev) until the tat comes back down
 //     to its mark, that is until the later reservations are cancelled too,
 //     or until time passes it (a hole whose mark has passed is dropped).
+//     A hole joins the holes right before and after it in the key's queue
+//     into one run, which gives back what they would have, so no cancel
+//     goes back over more than one hole.
 //   - Below: the state was forgotten or reset since; nothing comes back.
 //
 // Equal means no later reservation is live because the tat only grows

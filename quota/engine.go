@@ -513,7 +513,7 @@ func (c *cell) rollRefund(w, start, n int64) {
 //
 // When the stored tat is m.set, the reservation is the last one charged to
 // the key: every reservation made after it is gone. The tat goes back to
-// m.prev; then, while a hole (a reservation cancelled earlier while a later
+// m.prev; then, where a hole (reservations cancelled earlier while a later
 // one held the key) has the tat as its mark, to that hole's prev: the
 // state as if none of them had been made. Why tat == m.set means no later
 // reservation is live: a reservation sets the tat above the one it read
@@ -532,22 +532,17 @@ func (c *cell) rollRefund(w, start, n int64) {
 //
 // When the tat is below m.set, the state has been forgotten or reset since:
 // there is nothing to give back.
+//
+// Each hole is a run of cancelled reservations, one after another in the
+// key's queue (see addHole), so the tat goes back over at most one, and a
+// cancel costs O(log holes) whatever the order of the cancels before it.
 func (c *cell) cancel(m mark, now int64) {
-	kept := c.holes[:0]
-	for _, h := range c.holes {
-		if h.mark > now {
-			kept = append(kept, h)
-		}
-	}
-	c.holes = kept
+	// The holes are sorted by mark: those passed are a prefix.
+	c.holes = c.holes[c.holeAt(now+1):]
 	switch {
 	case c.tat == m.set:
 		tat := m.prev
-		for tat > now {
-			j := slices.IndexFunc(c.holes, func(h hole) bool { return h.mark == tat })
-			if j < 0 {
-				break
-			}
+		if j := c.holeAt(tat); tat > now && j < len(c.holes) && c.holes[j].mark == tat {
 			tat = c.holes[j].prev
 			c.holes = slices.Delete(c.holes, j, j+1)
 		}
@@ -556,8 +551,35 @@ func (c *cell) cancel(m mark, now int64) {
 		}
 		c.tat = tat
 	case c.tat > m.set:
-		c.holes = append(c.holes, hole{mark: m.set, prev: m.prev})
+		c.addHole(hole{mark: m.set, prev: m.prev})
 	}
+}
+
+// holeAt returns the index of the first hole whose mark is at least at.
+func (c *cell) holeAt(at int64) int {
+	i, _ := slices.BinarySearchFunc(c.holes, at, func(h hole, at int64) int { return cmp.Compare(h.mark, at) })
+	return i
+}
+
+// addHole keeps h, joined with the holes right before and after it in the
+// key's queue: the one whose mark is h.prev (the reservation charged just
+// before) and the one whose prev is h.mark (charged just after). The tat
+// reaches the joined marks only through these links, so the run behaves
+// as its links did, and no two holes of c ever link: a tail cancel walks
+// at most one. Holes stay sorted by mark, and so by prev: each
+// reservation's (prev, mark] follows the one charged before it.
+func (c *cell) addHole(h hole) {
+	i := c.holeAt(h.prev)
+	if i < len(c.holes) && c.holes[i].mark == h.prev {
+		h.prev = c.holes[i].prev
+		c.holes = slices.Delete(c.holes, i, i+1)
+	}
+	if i < len(c.holes) && c.holes[i].prev == h.mark {
+		h.mark = c.holes[i].mark
+		c.holes[i] = h
+		return
+	}
+	c.holes = slices.Insert(c.holes, i, h)
 }
 
 // drain applies the vendor's remaining to one limit of a reservation with

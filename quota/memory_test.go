@@ -327,3 +327,64 @@ func TestMemoryLearnedExpires(t *testing.T) {
 		t.Errorf("at LearnTTL: rate %d, want the floor 10", got)
 	}
 }
+
+// TestMemoryCancelHolesJoin: waiters cancelled in arrival order behind a
+// live one leave one hole (a run), not one each, so no later cancel walks
+// them one by one; waiters cancelled every other one leave one hole per
+// gap, which the cancels of the rest join. The tail cancel then goes back
+// to the one reservation left.
+func TestMemoryCancelHolesJoin(t *testing.T) {
+	clock := quotatest.NewClock(time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
+	st := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	ctx := context.Background()
+	lim := &quota.Limit{Name: "g", Kind: quota.GCRA, Rate: 1000, Period: time.Second, Burst: 1}
+	reserve := func() *quota.Reservation {
+		t.Helper()
+		res, err := st.Reserve(ctx, &quota.Request{Tag: "p", Items: []quota.Item{{Limit: lim, Key: "g"}}, MaxWait: time.Minute})
+		if err != nil || !res.Allowed {
+			t.Fatalf("Reserve: %v, %v", res, err)
+		}
+		return res
+	}
+	cancel := func(rs ...*quota.Reservation) {
+		t.Helper()
+		for _, r := range rs {
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const n = 2000
+	first := reserve() // goes at once, and stays
+	for _, order := range []string{"arrival", "every other"} {
+		waiters := make([]*quota.Reservation, n)
+		for i := range waiters {
+			waiters[i] = reserve()
+		}
+		if order == "arrival" {
+			cancel(waiters[:n-1]...)
+		} else {
+			for i := 0; i < n-1; i += 2 {
+				cancel(waiters[i])
+			}
+			if got := st.Holes("p", "g"); got != n/2 {
+				t.Errorf("%s: %d holes, want %d, one per gap", order, got, n/2)
+			}
+			for i := 1; i < n-1; i += 2 {
+				cancel(waiters[i])
+			}
+		}
+		if got := st.Holes("p", "g"); got != 1 {
+			t.Errorf("%s: %d holes after %d cancels in a row, want 1", order, got, n-1)
+		}
+		cancel(waiters[n-1])
+		if got := st.Holes("p", "g"); got != 0 {
+			t.Errorf("%s: %d holes after the tail cancel, want 0", order, got)
+		}
+		if next := reserve(); next.Wait != first.Wait+time.Millisecond {
+			t.Errorf("%s: the next waits %v, want %v: only the first reservation is left", order, next.Wait, first.Wait+time.Millisecond)
+		} else {
+			cancel(next)
+		}
+	}
+}

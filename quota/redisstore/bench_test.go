@@ -1,9 +1,12 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 )
 
 // benchStacks are admitted on every call (their rates are far above what
@@ -100,5 +104,94 @@ func BenchmarkKeysAndArgs(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_ = st.keys(&req)
+	}
+}
+
+// BenchmarkCancelHoles times the worst single cancel.lua call when
+// waiters on one key (1000/s burst 1) are all cancelled in arrival order
+// behind a live one, then the newest: the time Redis is blocked for, as
+// no other command runs meanwhile. Each op is one such run. ns/op is the
+// newest waiter's cancel as the client sees it (a round trip on
+// loopback); worst-server-µs the slowest cancel of the run as
+// redis-server's SLOWLOG measured it (the script alone, which a loaded
+// client machine does not inflate, but a busy one can still stop the
+// server mid-call), and the median call; holes the holes set's members
+// before the newest cancels.
+//
+//	go test -run '^$' -bench CancelHoles -benchtime 1x -count 3 ./quota/redisstore/
+func BenchmarkCancelHoles(b *testing.B) {
+	srv := redistest.Start(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 16})
+	b.Cleanup(func() { _ = client.Close() })
+	ctx := context.Background()
+	for _, n := range []int{10_000, 100_000} {
+		b.Run("waiters="+strconv.Itoa(n), func(b *testing.B) {
+			var calls []time.Duration // every cancel, server side
+			var holes int64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				// A clock that does not move: no slot passes while the
+				// waiters queue up (100,000 of them span 100 s).
+				st, err := New(client, Options{Prefix: uniquePrefix(), Clock: quotatest.NewClock(start), Timeout: 10 * time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := stack("p", gcra("g", 1000, time.Second, 1))
+				req.MaxWait = time.Hour
+				waiters := make([]*quota.Reservation, n)
+				var wg sync.WaitGroup
+				for g := 0; g < 16; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r := req
+						for j := g; j < n; j += 16 {
+							res, err := st.Reserve(ctx, &r)
+							if err != nil || !res.Allowed {
+								b.Errorf("Reserve: %v, %v", res, err)
+								return
+							}
+							waiters[j] = res
+						}
+					}()
+				}
+				wg.Wait()
+				if b.Failed() {
+					return
+				}
+				slices.SortFunc(waiters, func(x, y *quota.Reservation) int { return cmp.Compare(x.Wait, y.Wait) })
+				// Log every command from here on: the cancels.
+				if err := client.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(n+16)).Err(); err != nil {
+					b.Fatal(err)
+				}
+				client.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+				client.SlowLogReset(ctx)
+				for _, w := range waiters[1 : n-1] { // the first goes at once
+					if err := w.Cancel(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				holes = max(holes, client.ZCard(ctx, st.prefix+"{p}:!cancelled:g").Val())
+				b.StartTimer()
+				if err := waiters[n-1].Cancel(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				client.ConfigSet(ctx, "slowlog-log-slower-than", "-1")
+				logged, err := client.SlowLogGet(ctx, int64(n+16)).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, l := range logged {
+					if len(l.Args) > 0 && strings.EqualFold(l.Args[0], "evalsha") {
+						calls = append(calls, l.Duration)
+					}
+				}
+			}
+			slices.Sort(calls)
+			b.ReportMetric(float64(calls[len(calls)/2].Microseconds()), "median-server-µs")
+			b.ReportMetric(float64(calls[len(calls)-1].Microseconds()), "worst-server-µs")
+			b.ReportMetric(float64(holes), "holes")
+		})
 	}
 }

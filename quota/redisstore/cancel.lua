@@ -40,13 +40,25 @@ among those, and cur == mark says that reservation is this one.
 
 Holes live in a sorted set beside the item key, in its hash tag (see
 Store.cancelledKey): score = the hole's mark, member = its prev. A hole
-whose mark has passed cannot be reached any more (the tat only comes back
-to a time not yet passed), so every write first drops those, with one
-ZREMRANGEBYSCORE; the set expires with its latest mark. (A hash from mark
-to prev could not drop them without reading every field, and on a key
-whose queue never drains every new hole would extend its TTL: passed
-holes would pile up.) Members are unique: the prevs of holes not passed
-are marks of distinct reservations. reserve.lua never reads the set.
+is a run: a new hole joins the one whose mark is its prev (the
+reservation charged just before it) and the one whose prev is its mark
+(charged just after), since the tat reaches the joined marks only
+through those links. So no two holes link, a tail cancel goes back over
+at most one, and waiters cancelled in arrival order leave one member,
+not one each. A hole whose mark has passed cannot be reached any more
+(the tat only comes back to a time not yet passed), so every write first
+drops up to PRUNE of those; the set expires with its latest mark. (A
+hash from mark to prev could not find the passed ones without reading
+every field, and on a key whose queue never drains every new hole would
+extend its TTL: passed holes would pile up.) Members are unique: the
+prevs of holes not passed are marks of distinct reservations. reserve.lua
+never reads the set.
+
+The work of one call is bounded, whatever the set holds: per GCRA item
+O(log holes) to find and join holes, at most PRUNE passed holes dropped
+(each write adds at most one hole, so they do not pile up), at most WALK
+links followed (one, but for holes written before holes were joined),
+and an idle key's set is UNLINKed, freed off the script.
 
 KEYS  1..n   the reservation's item keys, in stack order; then, per GCRA
              item in stack order, its holes key
@@ -71,6 +83,16 @@ local t = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local due = now >= t
 
+local PRUNE, WALK = 64, 64
+
+-- prune drops up to PRUNE holes whose mark has passed, the lowest first.
+local function prune(holes)
+  local passed = redis.call('ZCOUNT', holes, '-inf', now)
+  if passed > 0 then
+    redis.call('ZREMRANGEBYRANK', holes, 0, math.min(passed, PRUNE) - 1)
+  end
+end
+
 local a, h = 5, n + 1
 for i = 1, n do
   if ARGV[a] == 'c' then
@@ -86,9 +108,10 @@ for i = 1, n do
     h = h + 1
     local cur = tonumber(redis.call('GET', KEYS[i])) or 0
     if cur == mark then
-      redis.call('ZREMRANGEBYSCORE', holes, '-inf', now)
+      prune(holes)
       local tat = tonumber(ARGV[a + 2])
-      while tat > now do
+      for _ = 1, WALK do
+        if tat <= now then break end
         local hole = redis.call('ZRANGE', holes, tat, tat, 'BYSCORE', 'LIMIT', 0, 1)
         if #hole == 0 then break end
         redis.call('ZREM', holes, hole[1])
@@ -97,11 +120,25 @@ for i = 1, n do
       if tat > now then
         redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
       else
-        redis.call('DEL', KEYS[i], holes)
+        redis.call('DEL', KEYS[i])
+        redis.call('UNLINK', holes)
       end
     elseif cur > mark then
-      redis.call('ZREMRANGEBYSCORE', holes, '-inf', now)
-      redis.call('ZADD', holes, mark, ARGV[a + 2])
+      prune(holes)
+      -- Members stay the strings callers sent: a Lua number would print
+      -- a 16-digit time in another form.
+      local prev = ARGV[a + 2]
+      local before = redis.call('ZRANGE', holes, prev, prev, 'BYSCORE', 'LIMIT', 0, 1)
+      if #before == 1 then
+        redis.call('ZREM', holes, before[1])
+        prev = before[1]
+      end
+      local after = redis.call('ZSCORE', holes, ARGV[a + 1])
+      if after then
+        redis.call('ZREM', holes, ARGV[a + 1])
+        mark = tonumber(after)
+      end
+      redis.call('ZADD', holes, mark, prev)
       local px = ttl(mark - now)
       local left = redis.call('PTTL', holes)
       if left > px then px = left end

@@ -164,8 +164,9 @@ func TestCancelOfExpiredKey(t *testing.T) {
 
 // TestCancelledKey: a cancel behind a live reservation keeps its charge as
 // a hole in <prefix>{<tag>}:!cancelled:<key> (a sorted set: score = the tat
-// it set, member = the tat before it), which the cancel of the last
-// reservation follows back and empties. Holes that time has passed are
+// it set, member = the tat before it; reservations in a row join in one
+// member), which the cancel of the last reservation follows back and
+// empties. Holes that time has passed are
 // dropped by the next cancel; Reset deletes the set with its item key;
 // ParseKey reads it as the item's KeyCancelled key.
 func TestCancelledKey(t *testing.T) {
@@ -219,8 +220,8 @@ func TestCancelledKey(t *testing.T) {
 
 	cancel(waiters[0])
 	cancel(waiters[1])
-	if got, want := zset(), "2000000<-1000000 3000000<-2000000"; got != want {
-		t.Errorf("holes (tat set <- tat before, µs from now) %q, want %q", got, want)
+	if got, want := zset(), "3000000<-1000000"; got != want {
+		t.Errorf("holes (tat set <- tat before, µs from now) %q, want %q: two waiters in a row, one run", got, want)
 	}
 	if got := tat(); got != 4*sec {
 		t.Errorf("tat now+%dµs, want now+4s: nothing comes back while the last reservation holds the key", got)
@@ -294,6 +295,84 @@ func TestCancelledKeyTTL(t *testing.T) {
 	got := client.PTTL(ctx, st.prefix+"{v}:!cancelled:slow").Val()
 	if want := 2 * time.Hour; got <= 0 || got > want+2*time.Millisecond || got < want-time.Minute {
 		t.Errorf("holes PTTL %v, want about %v", got, want)
+	}
+}
+
+// TestCancelHolesJoin: waiters cancelled in arrival order behind a live
+// one leave one member in the holes set (a run), not one each, so the
+// tail cancel does not walk them one by one in a script that blocks Redis
+// (it walked every one); cancelled every other one they leave one per
+// gap, joined as the rest are cancelled. A cancel drops at most 64 passed
+// holes.
+func TestCancelHolesJoin(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	req := stack("v", gcra("g", 1000, time.Second, 1))
+	holes := st.prefix + "{v}:!cancelled:g"
+	cancel := func(rs ...*quota.Reservation) {
+		t.Helper()
+		for _, r := range rs {
+			if err := r.Cancel(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	card := func() int64 {
+		t.Helper()
+		return client.ZCard(ctx, holes).Val()
+	}
+	const n = 1000
+	first := reserve(t, st, req, 1, 0) // goes at once, and stays
+	for _, order := range []string{"arrival", "every other"} {
+		waiters := make([]*quota.Reservation, n)
+		for i := range waiters {
+			waiters[i] = reserve(t, st, req, 1, time.Minute)
+		}
+		if order == "arrival" {
+			cancel(waiters[:n-1]...)
+		} else {
+			for i := 0; i < n-1; i += 2 {
+				cancel(waiters[i])
+			}
+			if got := card(); got != n/2 {
+				t.Errorf("%s: %d holes, want %d, one per gap", order, got, n/2)
+			}
+			for i := 1; i < n-1; i += 2 {
+				cancel(waiters[i])
+			}
+		}
+		if got := card(); got != 1 {
+			t.Errorf("%s: %d holes after %d cancels in a row, want 1", order, got, n-1)
+		}
+		cancel(waiters[n-1])
+		if got := card(); got != 0 {
+			t.Errorf("%s: %d holes after the tail cancel, want 0", order, got)
+		}
+		if next := reserve(t, st, req, 1, time.Minute); next.Wait != first.Wait+time.Millisecond {
+			t.Errorf("%s: the next waits %v, want %v: only the first reservation is left", order, next.Wait, first.Wait+time.Millisecond)
+		} else {
+			cancel(next)
+		}
+	}
+
+	// 200 holes whose time passes; each later cancel drops 64 of them.
+	waiters := make([]*quota.Reservation, 400)
+	for i := range waiters {
+		waiters[i] = reserve(t, st, req, 1, time.Minute)
+	}
+	for i := 0; i < len(waiters); i += 2 {
+		cancel(waiters[i])
+	}
+	clock.Advance(time.Second)
+	reserve(t, st, req, 1, 0)
+	last := reserve(t, st, req, 1, time.Minute)
+	reserve(t, st, req, 1, time.Minute)
+	cancel(last) // a hole behind the newest
+	if got, want := card(), int64(200-64+1); got != want {
+		t.Errorf("after a cancel with 200 holes passed: %d holes, want %d", got, want)
 	}
 }
 
