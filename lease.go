@@ -93,6 +93,32 @@ func (h *leaseHold) renew() {
 	}
 }
 
+// end ends the hold of a request that is done with err (nil: its
+// response was read to the end or closed): release, unless the request's
+// context ended first. Then the caller gave up on a request the vendor
+// may still be serving, and counting: a lease given back now would let
+// one more request reach the vendor than the cap (its handler has not
+// noticed the closed connection yet). Its leases are left to expire, a
+// lease TTL after their last renewal at the latest.
+func (h *leaseHold) end(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		h.abandon()
+		return
+	}
+	h.release()
+}
+
+// abandon stops the renewals, once, and leaves the leases to expire.
+func (h *leaseHold) abandon() {
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+		if !h.expired.Load() { // else reported when the renewals stopped
+			h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
+		}
+	})
+}
+
 // release gives the leases back, once, and stops the renewals.
 func (h *leaseHold) release() {
 	h.once.Do(func() {
@@ -112,11 +138,12 @@ func (h *leaseHold) release() {
 	})
 }
 
-// leasedBody releases its request's leases at EOF, at the first read
-// error, or on Close, whichever comes first.
+// leasedBody ends its request's hold of its leases at EOF, at the first
+// read error, or on Close, whichever comes first (leaseHold.end).
 type leasedBody struct {
 	io.ReadCloser
-	h *leaseHold
+	h   *leaseHold
+	ctx context.Context // the request's
 }
 
 func (b *leasedBody) Read(p []byte) (int, error) {
@@ -124,8 +151,11 @@ func (b *leasedBody) Read(p []byte) (int, error) {
 	b.h.active.Add(1)
 	n, err := b.ReadCloser.Read(p)
 	b.h.active.Add(-1)
-	if err != nil {
+	switch {
+	case err == io.EOF:
 		b.h.release()
+	case err != nil:
+		b.h.end(b.ctx, err)
 	}
 	return n, err
 }

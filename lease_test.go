@@ -326,3 +326,59 @@ providers:
 		t.Errorf("after closing the abandoned body: %v, want no more than %v", got, want)
 	}
 }
+
+// TestLeaseKeptWhileVendorServesAbandoned: a request whose caller gives
+// up (its context ends) while the vendor is serving it keeps its lease:
+// the vendor counts it until its handler ends, so a lease given back at
+// once let one more request reach it than the cap. The lease is left to
+// expire instead.
+func TestLeaseKeptWhileVendorServesAbandoned(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits: [{name: one, limit: 1 concurrent}]
+`
+	arrived, finish := make(chan struct{}, 2), make(chan struct{})
+	v := e2eVendor(t, throttletest.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-finish // serving, whatever the client does
+	})})
+	t.Cleanup(func() { close(finish) })
+	obs := &recorder{}
+	tr, _ := e2eTransport(t, yaml, v.Host(), throttle.WithObserver(obs))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+"/x", nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(req)
+		errc <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the abandoned round trip: %v, want context.Canceled", err)
+	}
+	// Bounded, so that a request wrongly admitted (held by the handler)
+	// fails the test rather than hanging it; a refusal comes at once.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	req2, _ := http.NewRequestWithContext(ctx2, "GET", v.URL+"/x", nil)
+	if resp, err := tr.RoundTrip(req2); !errors.Is(err, throttle.ErrLimited) {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Fatalf("a request while the vendor still serves the abandoned one: %v, want refused", err)
+	}
+	var kinds []throttle.EventKind
+	for _, e := range obs.snapshot() {
+		if e.Kind == throttle.Leased || e.Kind == throttle.Released || e.Kind == throttle.LeaseExpired {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if want := []throttle.EventKind{throttle.Leased, throttle.LeaseExpired}; !slices.Equal(kinds, want) {
+		t.Errorf("events %v, want %v", kinds, want)
+	}
+}

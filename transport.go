@@ -470,7 +470,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	}
 	if err != nil || resp == nil || resp.Body == nil {
 		if h != nil {
-			h.release()
+			h.end(ctx, err)
 		}
 		return resp, err
 	}
@@ -484,7 +484,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 		}
 	}
 	if h != nil {
-		resp.Body = &leasedBody{ReadCloser: resp.Body, h: h}
+		resp.Body = &leasedBody{ReadCloser: resp.Body, h: h, ctx: ctx}
 	}
 	return resp, nil
 }

@@ -264,9 +264,35 @@ func first(h http.Header, name string) string {
 }
 
 // joined returns all values of header name joined by commas, as RFC 8941
-// requires of a Structured Field sent on several lines.
+// requires of a Structured Field sent on several lines, cut after
+// maxSFBytes+1 bytes: parseSF reads no more than maxSFBytes, and the one
+// byte beyond tells it that the field was cut. So a field of megabytes
+// costs no more than one of 16 KiB.
 func joined(h http.Header, name string) string {
-	return strings.Join(h.Values(name), ", ")
+	const n = maxSFBytes + 1
+	vs := h.Values(name)
+	if len(vs) == 1 {
+		return vs[0][:min(len(vs[0]), n)]
+	}
+	size := 0
+	for _, v := range vs {
+		if size += len(v) + 2; size >= n {
+			break
+		}
+	}
+	var b strings.Builder
+	b.Grow(min(size, n+2))
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(v[:min(len(v), max(n-b.Len(), 0))])
+		if b.Len() >= n {
+			break
+		}
+	}
+	s := b.String()
+	return s[:min(len(s), n)]
 }
 
 // matcher matches rules against one response, reading its body at most

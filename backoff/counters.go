@@ -3,6 +3,7 @@ package backoff
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"sort"
 	"strings"
@@ -104,6 +105,16 @@ const (
 	maxReadings = 64
 	maxErrors   = 16
 
+	// maxValues bounds the comma-separated values read of one header,
+	// and the ";"-separated pairs: a proxy may fold a repeated header
+	// into a few, never into thousands.
+	maxValues = 16
+
+	// maxValue is the longest value parsed as a reset: an RFC 3339 time
+	// or a Go duration is a few dozen bytes, and the standard library's
+	// errors copy the whole of what they could not parse.
+	maxValue = 64
+
 	// defaultCounter names the single unnamed counter of a format.
 	defaultCounter = "default"
 )
@@ -114,9 +125,9 @@ const (
 // and one error per malformed or inconsistent field, each wrapping
 // ErrMalformed or ErrInconsistent. A bad field never stops the others
 // from being read. A response yields at most 64 readings and 16 errors
-// (then one more error counting those left out), whatever its size. A nil
-// resp gives nothing; an unknown f gives an error wrapping
-// ErrUnknownFormat.
+// (then one more error counting those left out), and costs about as much
+// to read, whatever its size: see "What is read" below. A nil resp gives
+// nothing; an unknown f gives an error wrapping ErrUnknownFormat.
 //
 // The rules every format follows:
 //
@@ -126,10 +137,10 @@ const (
 //     count of 10^15 or more.
 //   - A header present with an empty value counts as absent.
 //   - A header sent several times, or with comma-separated values (as a
-//     proxy may fold repeated lines), is read in full: equal values are
-//     one value; different values give the most restrictive (the smallest
-//     limit or remaining, the largest used count, the latest reset) and an
-//     ErrInconsistent error. Counter names (GitHub's resource, Discord's
+//     proxy may fold repeated lines), is read up to its 16th value:
+//     equal values are one value; different values give the most
+//     restrictive (the smallest limit or remaining, the largest used
+//     count, the latest reset) and an ErrInconsistent error. Counter names (GitHub's resource, Discord's
 //     bucket) must agree, or the reading is dropped: its numbers cannot be
 //     told apart.
 //   - A Remaining above Limit is lowered to Limit, with ErrInconsistent. A
@@ -141,6 +152,14 @@ const (
 //     ahead is malformed.
 //   - Header names match whatever case the server sent (net/http
 //     canonicalises them).
+//
+// What is read: up to 16 values (or ";"-separated pairs) of a header; of
+// an IETF Structured Field, up to 64 items in its first 16 KiB (an item
+// that runs past them is left out whole, never read cut short; an item of
+// more than 16 parameters makes the field malformed); the first 64
+// Zendesk-RateLimit-* headers in the order of their names; resets of up
+// to 64 bytes. What is left out is reported as an error wrapping
+// ErrMalformed.
 //
 // For [ShopifyGraphQL] it reads the body, at most [MaxBodyPeek] bytes of
 // it, and gives the whole body back in resp.Body as [Classify] does; so it
@@ -233,18 +252,30 @@ func (r *reader) check(rd Reading) (Reading, bool) {
 	return rd, true
 }
 
-// elements returns the non-empty, trimmed, comma-separated elements of
-// every value of header name.
-func (r *reader) elements(name string) []string {
-	var out []string
-	for _, line := range r.h.Values(name) {
-		for _, e := range strings.Split(line, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				out = append(out, e)
+// elements yields the non-empty, trimmed, comma-separated elements of
+// every value of header name: the first maxValues of them, recording an
+// error if there are more.
+func (r *reader) elements(name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		n := 0
+		for _, line := range r.h.Values(name) {
+			for rest, more := line, true; more; {
+				var e string
+				e, rest, more = strings.Cut(rest, ",")
+				if e = strings.TrimSpace(e); e == "" {
+					continue
+				}
+				if n == maxValues {
+					r.malformed(name, e, fmt.Sprintf("more than %d values; the rest left out", maxValues))
+					return
+				}
+				n++
+				if !yield(e) {
+					return
+				}
 			}
 		}
 	}
-	return out
 }
 
 // rounding says which way a count with a fraction goes: towards the more
@@ -303,7 +334,7 @@ type quantity interface{ int64 | time.Duration }
 func combine[T quantity](r *reader, name string, parse func(string) (T, string), lower bool) (T, bool) {
 	var n T
 	have, differ, bad := false, false, false
-	for _, e := range r.elements(name) {
+	for e := range r.elements(name) {
 		v, why := parse(e)
 		switch {
 		case why != "":
@@ -364,6 +395,9 @@ const (
 // malformed, or "".
 func parseResetValue(v string, kind resetKind, now time.Time) (time.Duration, string) {
 	s := strings.TrimSpace(v)
+	if len(s) > maxValue {
+		return 0, fmt.Sprintf("longer than %d bytes", maxValue)
+	}
 	var d time.Duration
 	switch kind {
 	case epochOrSeconds, seconds, millis:
@@ -431,21 +465,22 @@ func validName(s string) bool {
 // header is absent and ok false when it is malformed or its values
 // disagree (the error is recorded).
 func (r *reader) name(header, fallback string) (string, bool) {
-	els := r.elements(header)
-	if len(els) == 0 {
-		return fallback, true
-	}
-	for _, e := range els {
+	first := ""
+	for e := range r.elements(header) {
 		if !validName(e) {
 			r.malformed(header, e, "not a name (1 to 64 visible ASCII characters)")
 			return "", false
 		}
-		if e != els[0] {
-			r.malformed(header, e, fmt.Sprintf("repeated with different names (first %s)", quote(els[0])))
+		if first != "" && e != first {
+			r.malformed(header, e, fmt.Sprintf("repeated with different names (first %s)", quote(first)))
 			return "", false
 		}
+		first = e
 	}
-	return els[0], true
+	if first == "" {
+		return fallback, true
+	}
+	return first, true
 }
 
 // boolean reads header name as "true" or "false" in any case; absent is
@@ -453,7 +488,7 @@ func (r *reader) name(header, fallback string) (string, bool) {
 // boolean read here).
 func (r *reader) boolean(name string) bool {
 	v := false
-	for _, e := range r.elements(name) {
+	for e := range r.elements(name) {
 		switch {
 		case strings.EqualFold(e, "true"):
 			v = true

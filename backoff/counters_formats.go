@@ -3,6 +3,7 @@ package backoff
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -236,7 +237,7 @@ func readZendesk(r *reader, _ *http.Response) {
 	// The endpoints' own counters, in the order of their names (a map
 	// has none).
 	var more []Reading
-	for key := range r.h {
+	for _, key := range r.zendeskKeys(maxReadings - len(r.readings)) {
 		key = http.CanonicalHeaderKey(key)
 		name, ok := strings.CutPrefix(key, zendeskPrefix)
 		if !ok {
@@ -274,20 +275,58 @@ func readZendesk(r *reader, _ *http.Response) {
 	r.readings = append(r.readings, more...)
 }
 
+// zendeskKeys returns the first n, in byte order, of the response's header
+// names that start with zendeskPrefix in any case, recording an error if
+// there are more: a response of thousands of them costs no more than one
+// of n.
+func (r *reader) zendeskKeys(n int) []string {
+	var keys []string
+	extra := 0
+	for key := range r.h {
+		if len(key) < len(zendeskPrefix) || !strings.EqualFold(key[:len(zendeskPrefix)], zendeskPrefix) {
+			continue
+		}
+		i, _ := slices.BinarySearch(keys, key)
+		switch {
+		case len(keys) < n:
+			keys = slices.Insert(keys, i, key)
+			continue
+		case i < len(keys):
+			copy(keys[i+1:], keys[i:len(keys)-1])
+			keys[i] = key
+		}
+		extra++
+	}
+	if extra > 0 {
+		total := len(r.readings) + len(keys) + extra
+		r.malformed("response", fmt.Sprint(total), fmt.Sprintf("more than %d counters; the rest left out", maxReadings))
+	}
+	return keys
+}
+
 // pairs calls f with each key=value pair of header name, pairs separated
-// by ";" and keys in lower case. A pair without "=" is malformed.
+// by ";" and keys in lower case: the first maxValues pairs, recording an
+// error if there are more. A pair without "=" is malformed.
 func (r *reader) pairs(name string, f func(k, v string)) {
+	n := 0
 	for _, line := range r.h.Values(name) {
-		for _, p := range strings.Split(line, ";") {
+		for rest, more := line, true; more; {
+			var p string
+			p, rest, more = strings.Cut(rest, ";")
 			if p = strings.TrimSpace(p); p == "" {
 				continue
 			}
+			if n == maxValues {
+				r.malformed(name, p, fmt.Sprintf("more than %d pairs; the rest left out", maxValues))
+				return
+			}
+			n++
 			k, v, ok := strings.Cut(p, "=")
-			if !ok {
-				r.malformed(name, p, `not "key=value"`)
+			if k = strings.TrimSpace(k); !ok || len(k) > maxName {
+				r.malformed(name, p, `not "key=value" with a key of at most 64 bytes`)
 				continue
 			}
-			f(strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v))
+			f(strings.ToLower(k), strings.TrimSpace(v))
 		}
 	}
 }
@@ -332,7 +371,7 @@ const shopifyCallLimit = "X-Shopify-Shop-Api-Call-Limit"
 // remaining.
 func readShopify(r *reader, _ *http.Response) {
 	rd := Reading{Counter: defaultCounter}
-	for _, e := range r.elements(shopifyCallLimit) {
+	for e := range r.elements(shopifyCallLimit) {
 		limit, remaining, why := usedOf(e)
 		if why != "" {
 			r.malformed(shopifyCallLimit, e, why)

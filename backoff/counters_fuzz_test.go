@@ -66,6 +66,8 @@ func FuzzReadCounters(f *testing.F) {
 		{"429", "", "", "", "", shopify[:len(shopify)/2], ""},
 		{"200", "", "", "", "", shopifyBody("1e308", "-0", "1e-320", "1e308", "1e-308"), ""},
 		{"200", "X-RateLimit-Remaining", "99999999999999999999", "x-ratelimit-limit", "\xff\x00", "{\xff}", "\x00"},
+		{"200", "RateLimit-Policy", strings.Repeat("p;q=1;w=9, ", 2000), "RateLimit", strings.Repeat("p;r=0;t=1, ", 2000), "", ""},
+		{"200", "Sforce-Limit-Info", strings.Repeat("a=1/2; ", 100), "Zendesk-RateLimit-X", strings.Repeat("total=1;", 100), "", ""},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5], s[6])
 	}
@@ -81,8 +83,20 @@ func FuzzReadCounters(f *testing.F) {
 			code = 429
 		}
 		resp := &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+		// The same headers blown up past the readers' bounds: many
+		// values on one line, and many lines.
+		big := resp
+		if validHeaderName(name1) {
+			big = &http.Response{StatusCode: code, Header: h.Clone(), Body: http.NoBody}
+			big.Header.Set(name1, strings.Repeat(value1+", ", maxSFBytes/(len(value1)+2)+1))
+			for range maxValues + 1 {
+				big.Header.Add(name2, value2)
+			}
+		}
 		for fm := range formatReaders {
 			rs, errs := ReadCounters(resp, fm, now)
+			checkReadings(t, fm, rs, errs)
+			rs, errs = ReadCounters(big, fm, now)
 			checkReadings(t, fm, rs, errs)
 		}
 		d, ok, err := readDiscordRateLimit(resp)

@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -22,16 +23,16 @@ const (
 // fields of drafts up to -06. Per the drafts, a malformed RateLimit is
 // ignored as a whole (with an error); the separate fields are read then.
 func readIETF(r *reader, _ *http.Response) {
-	field := strings.TrimSpace(joined(r.h, ietfField))
+	field := joined(r.h, ietfField)
 	var policies []sfItem
-	if p := strings.TrimSpace(joined(r.h, ietfPolicy)); p != "" {
+	if p := joined(r.h, ietfPolicy); strings.TrimSpace(p) != "" {
 		var ok bool
-		if policies, ok = parseSF(p, false); !ok {
+		if policies, ok = r.parseSF(ietfPolicy, p, false); !ok {
 			r.malformed(ietfPolicy, p, "not a Structured Field list")
 		}
 	}
 	named := len(policies) > 0 && !numericItem(policies[0].value)
-	if field == "" {
+	if strings.TrimSpace(field) == "" {
 		if named {
 			r.readPolicies(policies, nil)
 			return
@@ -39,19 +40,37 @@ func readIETF(r *reader, _ *http.Response) {
 		r.readSeparate(policies)
 		return
 	}
-	if items, ok := parseSF(field, false); ok && len(items) > 0 && !numericItem(items[0].value) {
+	if items, more, ok := parseSF(field, false); ok && len(items) > 0 && !numericItem(items[0].value) {
+		r.leftOut(ietfField, field, more)
 		if !named {
 			policies = nil // -07 policies have no names to match
 		}
 		r.readPolicies(policies, items)
 		return
 	}
-	if items, ok := parseSF(field, true); ok {
+	if items, ok := r.parseSF(ietfField, field, true); ok {
 		r.readDictionary(items, policies)
 		return
 	}
 	r.malformed(ietfField, field, "not a list of policies or a dictionary")
 	r.readSeparate(policies)
+}
+
+// parseSF parses the text v of field as parseSF does, recording an error
+// when items were left out.
+func (r *reader) parseSF(field, v string, dict bool) ([]sfItem, bool) {
+	items, more, ok := parseSF(v, dict)
+	if ok {
+		r.leftOut(field, v, more)
+	}
+	return items, ok
+}
+
+// leftOut records, when more, that parseSF left out the end of field v.
+func (r *reader) leftOut(field, v string, more bool) {
+	if more {
+		r.malformed(field, v, fmt.Sprintf("more than %d items or %d bytes; the rest left out", maxSFItems, maxSFBytes))
+	}
 }
 
 // numericItem reports whether an item's text is a number: the bare items
@@ -147,8 +166,8 @@ func (r *reader) readDictionary(items, policies []sfItem) {
 // RateLimit-Remaining and RateLimit-Reset.
 func (r *reader) readSeparate(policies []sfItem) {
 	rd := Reading{Counter: defaultCounter}
-	if l := strings.TrimSpace(joined(r.h, ietfLimit)); l != "" {
-		items, ok := parseSF(l, false)
+	if l := joined(r.h, ietfLimit); strings.TrimSpace(l) != "" {
+		items, ok := r.parseSF(ietfLimit, l, false)
 		if !ok || len(items) == 0 {
 			r.malformed(ietfLimit, l, "not a Structured Field list")
 		} else if n, ok := r.value(ietfLimit, items[0].value); ok {

@@ -3,6 +3,7 @@ package backoff
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,7 +61,9 @@ func FuzzRateLimitHeader(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
+	f.Add(strings.Repeat(`"p";r=0;t=1, `, 2000), strings.Repeat("p;q=1;w=9, ", 2000))
 	f.Fuzz(func(t *testing.T, field, policy string) {
+		checkSFPrefix(t, field)
 		d, ok := rateLimitDelay(field, policy, now)
 		if ok != (d > 0) {
 			t.Fatalf("rateLimitDelay(%q, %q) = %v, %v", field, policy, d, ok)
@@ -129,4 +132,30 @@ func FuzzClassify(f *testing.F) {
 		}
 		inRange(t, "Backoff", p.Backoff(time.Second, 30*time.Second, status, resp), max(30*time.Second, capD))
 	})
+}
+
+// checkSFPrefix fails t unless a short field that parses, followed by
+// enough items to pass parseSF's bounds, parses as the same items (up to
+// maxSFItems) and more: an item cut at the bound is left out, never read
+// short.
+func checkSFPrefix(t *testing.T, field string) {
+	t.Helper()
+	short, more, ok := parseSF(field, false)
+	if !ok || more || len(field) > maxSFBytes/2 || len(short) == 0 {
+		return
+	}
+	long := field + strings.Repeat(", q;r=1234567", maxSFBytes/8)
+	items, more, ok := parseSF(long, false)
+	if !ok || !more || len(items) < min(len(short), maxSFItems) || len(items) > maxSFItems {
+		t.Fatalf("parseSF(%.40q + %d bytes) = %d items, more %v, ok %v; the field alone gives %d", field, len(long)-len(field), len(items), more, ok, len(short))
+	}
+	for i, it := range items {
+		want := sfItem{value: "q", params: map[string]string{"r": "1234567"}}
+		if i < len(short) {
+			want = short[i]
+		}
+		if it.value != want.value || !maps.Equal(it.params, want.params) {
+			t.Fatalf("item %d = %+v, want %+v", i, it, want)
+		}
+	}
 }

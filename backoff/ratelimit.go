@@ -34,7 +34,19 @@ type sfItem struct {
 type sfParser struct {
 	s   string
 	pos int
+	cut bool // s is the first maxSFBytes of a longer field
 }
+
+// Bounds on what parseSF reads of one field, so that its cost does not
+// grow with the field's size (the Go client accepts 10 MB of headers): no
+// vendor sends more than a handful of policies of a few parameters each,
+// so 64 items of up to 16 parameters in 16 KiB leave room for any real
+// field.
+const (
+	maxSFBytes  = 16 << 10
+	maxSFItems  = maxReadings
+	maxSFParams = 16
+)
 
 func (p *sfParser) eof() bool { return p.pos >= len(p.s) }
 
@@ -171,6 +183,9 @@ func (p *sfParser) params() (map[string]string, bool) {
 		if m == nil {
 			m = make(map[string]string)
 		}
+		if _, dup := m[k]; !dup && len(m) == maxSFParams {
+			return nil, false
+		}
 		m[k] = v
 	}
 	return m, true
@@ -178,57 +193,77 @@ func (p *sfParser) params() (map[string]string, bool) {
 
 // parseSF parses a list (dict false) or a dictionary (dict true). For a
 // dictionary, each item's value is its key and params["="] holds the
-// member's value.
-func parseSF(s string, dict bool) ([]sfItem, bool) {
+// member's value. It reads at most maxSFItems items and maxSFBytes bytes
+// of s: more is true when items were left out, the last item read being
+// one that ends before the cut (so a number cut short is never read as a
+// smaller one).
+func parseSF(s string, dict bool) (items []sfItem, more, ok bool) {
 	p := &sfParser{s: s}
-	p.skipSP()
-	var out []sfItem
+	if len(s) > maxSFBytes {
+		p.s, p.cut = s[:maxSFBytes], true
+	}
+	p.skipOWS() // SP per RFC 8941; a tab is as harmless
 	for !p.eof() {
-		var it sfItem
-		if dict {
-			k, ok := p.key()
-			if !ok {
-				return nil, false
-			}
-			v := "?1"
-			if p.peek() == '=' {
-				p.pos++
-				if v, ok = p.bareItem(); !ok {
-					return nil, false
-				}
-			}
-			it.value = k
-			if it.params, ok = p.params(); !ok {
-				return nil, false
-			}
-			if it.params == nil {
-				it.params = make(map[string]string)
-			}
-			it.params["="] = v
-		} else {
-			var ok bool
-			if it.value, ok = p.bareItem(); !ok {
-				return nil, false
-			}
-			if it.params, ok = p.params(); !ok {
-				return nil, false
-			}
+		if len(items) == maxSFItems {
+			return items, true, true
 		}
-		out = append(out, it)
-		p.skipOWS()
+		it, ok := p.member(dict)
+		if ok {
+			p.skipOWS()
+		}
+		if p.cut && p.eof() {
+			// The member, or what follows it, runs past the cut.
+			return items, true, true
+		}
+		if !ok {
+			return nil, false, false
+		}
+		items = append(items, it)
 		if p.eof() {
-			return out, true
+			return items, false, true
 		}
 		if p.peek() != ',' {
-			return nil, false
+			return nil, false, false
 		}
 		p.pos++
 		p.skipOWS()
-		if p.eof() {
-			return nil, false
+		if p.eof() && !p.cut {
+			return nil, false, false
 		}
 	}
-	return out, true
+	return items, p.cut, true
+}
+
+// member parses one member of a list (dict false) or a dictionary (dict
+// true), as parseSF returns it.
+func (p *sfParser) member(dict bool) (sfItem, bool) {
+	var it sfItem
+	var ok bool
+	if !dict {
+		if it.value, ok = p.bareItem(); !ok {
+			return it, false
+		}
+		it.params, ok = p.params()
+		return it, ok
+	}
+	if it.value, ok = p.key(); !ok {
+		return it, false
+	}
+	v := "?1"
+	if p.peek() == '=' {
+		p.pos++
+		if v, ok = p.bareItem(); !ok {
+			return it, false
+		}
+	}
+	if it.params, ok = p.params(); !ok {
+		return it, false
+	}
+	if it.params == nil {
+		it.params = make(map[string]string)
+	}
+	it.params["="] = v
+	return it, true
 }
 
 // sfSeconds reads a non-negative integer parameter as seconds.
@@ -256,14 +291,13 @@ func sfSeconds(m map[string]string, key string) (time.Duration, bool) {
 //
 // It returns (0, false) when the field is absent or malformed.
 func rateLimitDelay(field, policy string, now time.Time) (time.Duration, bool) {
-	field = strings.TrimSpace(field)
-	if field == "" {
+	if strings.TrimSpace(field) == "" {
 		return 0, false
 	}
-	if items, ok := parseSF(field, false); ok {
+	if items, _, ok := parseSF(field, false); ok {
 		return structuredDelay(items, policy)
 	}
-	if items, ok := parseSF(field, true); ok {
+	if items, _, ok := parseSF(field, true); ok {
 		for _, it := range items {
 			if it.value == "reset" {
 				return parseReset(it.params["="], now)
@@ -275,7 +309,7 @@ func rateLimitDelay(field, policy string, now time.Time) (time.Duration, bool) {
 
 func structuredDelay(items []sfItem, policy string) (time.Duration, bool) {
 	var windows map[string]time.Duration
-	if ps, ok := parseSF(strings.TrimSpace(policy), false); ok {
+	if ps, _, ok := parseSF(policy, false); ok {
 		for _, p := range ps {
 			if w, ok := sfSeconds(p.params, "w"); ok {
 				if windows == nil {

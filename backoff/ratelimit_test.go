@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,8 +52,8 @@ func TestRateLimitDelay(t *testing.T) {
 
 func TestParseSF(t *testing.T) {
 	t.Parallel()
-	items, ok := parseSF(`"burst";q=100;w=60, daily;q=1000;w=86400;flag, "a\"b"`, false)
-	if !ok || len(items) != 3 {
+	items, more, ok := parseSF(`"burst";q=100;w=60, daily;q=1000;w=86400;flag, "a\"b"`, false)
+	if !ok || more || len(items) != 3 {
 		t.Fatalf("parseSF = %v, %v; want 3 items", items, ok)
 	}
 	if items[0].value != "burst" || items[0].params["q"] != "100" || items[0].params["w"] != "60" {
@@ -64,8 +66,49 @@ func TestParseSF(t *testing.T) {
 		t.Errorf("item 2 = %+v", items[2])
 	}
 	for _, bad := range []string{`"a\x"`, "\"\x01\"", `?2`, `:abc`, `:a%:`, `a;`, `a b`, `-`, `1.`, `a,,b`} {
-		if items, ok := parseSF(bad, false); ok {
+		if items, _, ok := parseSF(bad, false); ok {
 			t.Errorf("parseSF(%q) = %v, true; want failure", bad, items)
 		}
+	}
+}
+
+// TestParseSFBounds: parseSF reads at most maxSFItems items and
+// maxSFBytes bytes, and never reads an item cut short.
+func TestParseSFBounds(t *testing.T) {
+	t.Parallel()
+	list := func(n int, item string) string {
+		return strings.TrimSuffix(strings.Repeat(item+", ", n), ", ")
+	}
+	items, more, ok := parseSF(list(maxSFItems+1, "a;q=1"), false)
+	if !ok || !more || len(items) != maxSFItems {
+		t.Errorf("%d items: %d items, more %v, ok %v; want %d, true, true", maxSFItems+1, len(items), more, ok, maxSFItems)
+	}
+	if _, more, ok := parseSF(list(maxSFItems, "a;q=1"), false); !ok || more {
+		t.Errorf("%d items: more %v, ok %v; want false, true", maxSFItems, more, ok)
+	}
+	// One item of about maxSFBytes, its number cut at every length near
+	// the cut: the item is left out, never read as a smaller number.
+	for pad := maxSFBytes - 12; pad <= maxSFBytes; pad++ {
+		field := "a;x=" + strings.Repeat("y", pad) + ";q=123456, b;q=1"
+		items, more, ok := parseSF(field, false)
+		if !ok || !more || len(items) != 0 {
+			t.Fatalf("cut at %d: %v, more %v, ok %v; want nothing, more", pad, items, more, ok)
+		}
+	}
+	// Short items up to the cut: those before it are read.
+	items, more, ok = parseSF(`"`+strings.Repeat("n", maxSFBytes/2)+`";q=5, b;q=123456789, c;q=1`+strings.Repeat(" ", maxSFBytes), false)
+	if !ok || !more || len(items) != 2 || items[1].params["q"] != "123456789" {
+		t.Errorf("items before the cut: %v, more %v, ok %v", items, more, ok)
+	}
+	// A bad item before the cut fails the field, as in a short one.
+	if items, _, ok := parseSF("a;q=1, ?2, "+strings.Repeat("b, ", maxSFBytes), false); ok {
+		t.Errorf("bad item before the cut: %v, true; want failure", items)
+	}
+	params := "a" + strings.Repeat(";k=1", maxSFParams) // one key, repeated
+	for i := range maxSFParams {
+		params += fmt.Sprintf(";k%d=1", i)
+	}
+	if items, _, ok := parseSF(params, false); ok {
+		t.Errorf("%d parameters: %v, true; want failure", maxSFParams+1, items)
 	}
 }

@@ -264,10 +264,11 @@
 // units, headroom applied) is recorded in the store, beside the limit's
 // state, for every later decision of every process: one more read per
 // decision of a learning limit, none for the others. A decision runs the
-// limit at rate L clamped to [Rate, Ceiling] (LearnBounds), its burst
-// scaled by the same factor, floor(Burst*L/Rate), so that the tolerance
-// (how long a burst lasts) stays the configured one: Limit.Learned. The
-// rate a decision ran at is its Status.Rate.
+// limit at rate L clamped to [Rate, Ceiling] (LearnBounds; Ceiling 0 is
+// DefaultLearnCeiling times Rate), its burst scaled by the same factor,
+// floor(Burst*L/Rate), so that the tolerance (how long a burst lasts)
+// stays the configured one: Limit.Learned. The rate a decision ran at is
+// its Status.Rate.
 //
 // The figure lives in the store, not in each process, because the
 // processes share the limit's state: one that learned a larger figure

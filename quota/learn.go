@@ -12,19 +12,30 @@ import "time"
 // for longer starts again from the floor until its first response.
 const LearnTTL = 24 * time.Hour
 
+// DefaultLearnCeiling is how many times its Rate a learning limit without
+// a Ceiling may run at. A limit must have some ceiling: the figure comes
+// from a response, and one response stating a bogus limit (10^12) would
+// otherwise run the limit at 1 event per µs for LearnTTL. Ten times the
+// configured figure covers the plan tiers of the catalog's vendors from
+// the lowest configured one (GitHub's 5,000 to 15,000 an hour, OpenAI's
+// usage tiers a few times apart each); a vendor whose plans span more
+// needs its Ceiling set.
+const DefaultLearnCeiling = 10
+
 // LearnBounds returns the rates a learning limit may run at: from its Rate
-// (the floor) to hi, its Ceiling when set, and never above 1 event per µs
-// nor above the rate at which the scaled burst stops being an exact
-// integer in every store (burst*hi <= MaxExact). For a limit that does not
-// learn, both are Rate.
+// (the floor) to hi, its Ceiling, or DefaultLearnCeiling times its Rate
+// when it has none, and never above 1 event per µs nor above the rate at
+// which the scaled burst stops being an exact integer in every store
+// (burst*hi <= MaxExact). For a limit that does not learn, both are Rate.
 func (l *Limit) LearnBounds() (lo, hi int64) {
 	if !l.Learn || l.Kind != GCRA {
 		return l.Rate, l.Rate
 	}
-	hi = min(l.Period.Microseconds(), MaxExact/l.burst())
-	if l.Ceiling > 0 {
-		hi = min(hi, l.Ceiling)
+	ceiling := l.Ceiling
+	if ceiling <= 0 {
+		ceiling = DefaultLearnCeiling * min(l.Rate, MaxExact) // no overflow
 	}
+	hi = min(l.Period.Microseconds(), MaxExact/l.burst(), ceiling)
 	return l.Rate, max(hi, l.Rate)
 }
 

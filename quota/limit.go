@@ -286,8 +286,8 @@ type Limit struct {
 	// doc "Learning"): Rate and Burst are the floor, and a larger figure
 	// stated through Reservation.Sync scales both, fleet-wide.
 	Learn bool
-	// Ceiling caps the rate a learning limit may learn; zero means none
-	// beyond what the stores can count exactly (LearnBounds).
+	// Ceiling caps the rate a learning limit may learn; zero means
+	// DefaultLearnCeiling times Rate (LearnBounds).
 	Ceiling int64
 }
 

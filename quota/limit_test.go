@@ -142,7 +142,7 @@ func TestLearned(t *testing.T) {
 	l := &quota.Limit{Name: "core", Kind: quota.GCRA, Rate: 4500, Period: time.Hour, Burst: 500, Learn: true}
 	for _, tc := range []struct{ stated, rate, burst int64 }{
 		{0, 4500, 500}, {100, 4500, 500}, {5000, 5000, 555}, {9000, 9000, 1000},
-		{1 << 60, time.Hour.Microseconds(), 400000000},
+		{1 << 60, 45000, 5000}, // DefaultLearnCeiling times the floor
 	} {
 		got := l.Learned(tc.stated)
 		if got.Rate != tc.rate || got.Burst != tc.burst {
@@ -159,6 +159,10 @@ func TestLearned(t *testing.T) {
 	capped.Ceiling = 6000
 	if got := capped.Learned(9000).Rate; got != 6000 {
 		t.Errorf("Learned(9000) with a ceiling of 6000: rate %d", got)
+	}
+	capped.Ceiling = 1 << 60 // above 1 event per µs
+	if got := capped.Learned(1 << 60); got.Rate != time.Hour.Microseconds() || got.Burst != 400000000 {
+		t.Errorf("Learned(2^60) with a ceiling of 2^60: rate %d burst %d, want 1 per µs", got.Rate, got.Burst)
 	}
 	plain := &quota.Limit{Name: "p", Kind: quota.GCRA, Rate: 10, Period: time.Second}
 	if got := plain.Learned(30); got != plain {

@@ -127,7 +127,7 @@ func TestValidate(t *testing.T) {
 	out := mustCLI(t, "validate", validFile)
 	for _, want := range []string{
 		"valid, 5 providers",
-		"limit core learns the vendor's limit: 10/min at the least, no ceiling",
+		"limit core learns the vendor's limit: 10/min at the least, 100/min at most (no ceiling: 10 times the floor)",
 		"3 concurrent lease 1m0s",
 		"10/min burst 5",
 		"100/day resets 00:00 America/Los_Angeles",
@@ -141,11 +141,16 @@ func TestValidate(t *testing.T) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
 	}
+	// A learning limit without a ceiling is valid, with a warning.
+	code, _, errOut := cli(context.Background(), "validate", validFile)
+	if want := "testdata/valid.yaml: warning: learner: limit core: learn: true without a ceiling: any response can lift it to 100/min (10 times the floor) for 24h0m0s; set learn: {ceiling: N}"; code != exitOK || !strings.Contains(errOut, want) {
+		t.Errorf("validate of a learning limit without a ceiling: exit %d, stderr %q; want %d and %q", code, errOut, exitOK, want)
+	}
 	if out := mustCLI(t, "validate"); !strings.Contains(out, providers.CatalogName+": valid") {
 		t.Errorf("validate without FILE does not validate the catalog:\n%s", out)
 	}
 
-	code, out, errOut := cli(context.Background(), "validate", invalidFile)
+	code, out, errOut = cli(context.Background(), "validate", invalidFile)
 	if code != exitConfig {
 		t.Fatalf("validate of an invalid file: exit %d, want %d", code, exitConfig)
 	}

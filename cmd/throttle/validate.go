@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
 )
 
 var validateCmd = &command{
@@ -77,6 +78,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	warnConfig(stderr, cfg)
 	if old == nil {
 		printConfig(stdout, cfg)
 		return nil
@@ -127,6 +129,21 @@ func verbS(n int) string {
 		return "s"
 	}
 	return ""
+}
+
+// warnConfig writes to w what is valid in cfg but likely a mistake: a
+// learning limit without a ceiling, which a response stating a bogus
+// limit lifts to the default ceiling for a day.
+func warnConfig(w io.Writer, cfg *providers.Config) {
+	for _, p := range cfg.Providers() {
+		for _, l := range allLimits(p) {
+			if q := l.lim.Quota; q.Learn && q.Ceiling == 0 {
+				_, hi := q.LearnBounds()
+				fmt.Fprintf(w, "%s: warning: %s: limit %s: learn: true without a ceiling: any response can lift it to %d/%s (%d times the floor) for %v; set learn: {ceiling: N} to the most the vendor's plans allow\n",
+					cfg.Name(), p.Name, q.Name, hi, periodString(q.Period), quota.DefaultLearnCeiling, quota.LearnTTL)
+			}
+		}
+	}
 }
 
 // printConfig writes the resolved table of a valid configuration.
@@ -182,9 +199,10 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 		_ = tw.Flush()
 		for _, l := range allLimits(p) {
 			if q := l.lim.Quota; q.Learn {
-				most := "no ceiling"
-				if q.Ceiling != 0 {
-					most = fmt.Sprintf("%d/%s at most", q.Ceiling, periodString(q.Period))
+				_, hi := q.LearnBounds()
+				most := fmt.Sprintf("%d/%s at most", hi, periodString(q.Period))
+				if q.Ceiling == 0 {
+					most += fmt.Sprintf(" (no ceiling: %d times the floor)", quota.DefaultLearnCeiling)
 				}
 				fmt.Fprintf(w, "  limit %s learns the vendor's limit: %s at the least, %s\n", q.Name, spec(q), most)
 			}

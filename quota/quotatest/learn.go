@@ -56,6 +56,21 @@ func testLearn(t *testing.T, newStore NewStore) {
 			}
 		})
 	}
+	t.Run("default ceiling", func(t *testing.T) {
+		// No Ceiling: one response stating an absurd limit lifts the
+		// limit to DefaultLearnCeiling times its floor, not to 1 event
+		// per µs.
+		l := gcra("core", 10, time.Second, 10)
+		l.Learn = true
+		s := newSyncCase(t, newStore, l)
+		s.sync(s.reserve(), stated(1_000_000_000_000))
+		if rate := idle(s); rate != 10*quota.DefaultLearnCeiling {
+			t.Errorf("stated 10^12 without a ceiling: runs at %d, want %d", rate, 10*quota.DefaultLearnCeiling)
+		}
+		if got, want := s.admitted(), 10*quota.DefaultLearnCeiling-1; got != want {
+			t.Errorf("stated 10^12 without a ceiling: %d more admitted at once from idle, want %d", got, want)
+		}
+	})
 	t.Run("follows down", func(t *testing.T) {
 		s := newSyncCase(t, newStore, learning())
 		s.sync(s.reserve(), stated(30))
