@@ -57,7 +57,7 @@ test: redis clients staticcheck rootdeps oldestgo
 	go vet ./...
 	@echo '== staticcheck'
 	$(STATICCHECK) ./...
-	@echo '== go test'
+	@echo '== go test: compiling the tests with -race, then running them (the compile takes a few minutes on a first run)'
 	go test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@for m in $(filter-out $(SEPARATE_MODULES),$(MODULES)); do \
 		echo "== $$m (module): go vet, staticcheck, go test -race"; \
@@ -99,6 +99,8 @@ oldestgo:
 	@for m in $(OLDEST_GO_MODULES); do \
 		v="$$(cd $$m && GOTOOLCHAIN=local go list -m -f '{{.GoVersion}}')" || exit 1; \
 		echo "== $$m: go vet and go build with the oldest Go it supports, go$$v"; \
+		[ -d "$$(go env GOMODCACHE)/golang.org/toolchain@v0.0.1-go$$v.$$(go env GOOS)-$$(go env GOARCH)" ] || \
+			echo "== downloading Go $$v for the oldest-Go check (first run only, about 100 MB; then it compiles the library with it, about a minute)"; \
 		(cd $$m && set -x && GOTOOLCHAIN=go$$v go vet ./... && GOTOOLCHAIN=go$$v go build -o /dev/null ./...) || exit 1; \
 	done
 
@@ -158,7 +160,7 @@ staticcheck:
 	@if [ -x "$(STATICCHECK)" ] && go version -m "$(STATICCHECK)" | \
 		grep -Eq '^[[:space:]]+mod[[:space:]]+honnef.co/go/tools[[:space:]]+$(STATICCHECK_VERSION)([[:space:]]|$$)'; then \
 		exit 0; fi; \
-	echo 'installing staticcheck $(STATICCHECK_VERSION) into $(GOBIN)'; \
+	echo '== installing staticcheck $(STATICCHECK_VERSION) into $(GOBIN) (first run only, about 30 s)'; \
 	GOBIN="$(GOBIN)" go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # make bench: the fleet load harness (bench/, a module of its own): every

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/backoff"
+	"github.com/fleetquota/throttle/config"
 	"github.com/fleetquota/throttle/throttletest"
 )
 
@@ -235,5 +237,55 @@ func TestE2EShouldRetryBothWays(t *testing.T) {
 	status, _, _ := e2eGet(t, context.Background(), client, srv.URL+"/v1/balance")
 	if status != http.StatusServiceUnavailable || calls.Load() != 1 {
 		t.Errorf("GET: %d after %d calls, want the 503 at once, not retried", status, calls.Load())
+	}
+}
+
+// TestE2EGitHubSecondaryLimitPausesAMinute: GitHub's secondary rate limit
+// answers 403 without Retry-After while x-ratelimit-remaining is not 0;
+// its docs say to wait at least a minute then, and the x-ratelimit-reset
+// it sends is the primary window's, here 5 s away. The shipped catalog's
+// github provider pauses the token for the minute, not until that reset.
+func TestE2EGitHubSecondaryLimitPausesAMinute(t *testing.T) {
+	t.Parallel()
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := w.Header()
+		h.Set("x-ratelimit-limit", "5000")
+		h.Set("x-ratelimit-remaining", "4321")
+		h.Set("x-ratelimit-used", "679")
+		h.Set("x-ratelimit-reset", strconv.FormatInt(time.Now().Add(5*time.Second).Unix(), 10))
+		h.Set("x-ratelimit-resource", "core")
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+	}))
+	t.Cleanup(vendor.Close)
+	catalog := string(config.Providers())
+	const hosts = "hosts: [api.github.com]"
+	if strings.Count(catalog, hosts) != 1 {
+		t.Fatalf("the catalog has %d lines %q, want the github provider's one", strings.Count(catalog, hosts), hosts)
+	}
+	tr, _ := e2eTransport(t, strings.Replace(catalog, hosts, `hosts: ["HOST"]`, 1), strings.TrimPrefix(vendor.URL, "http://"))
+	send := func() (int, error) {
+		ctx := throttle.WithMaxWait(throttle.WithBusiness(context.Background(), "acme"), 0)
+		req, err := http.NewRequestWithContext(ctx, "GET", vendor.URL+"/repos/o/r", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if status, err := send(); status != http.StatusForbidden {
+		t.Fatalf("first request: (%d, %v), want GitHub's 403", status, err)
+	}
+	// The minute less the time since the 403: a busy machine takes
+	// milliseconds here, never seconds.
+	_, err := send()
+	if left := pausedFor(err); left < 50*time.Second || left > time.Minute {
+		t.Errorf("after the secondary limit's 403: %v, want the token paused for a minute", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -77,6 +78,7 @@ const (
 	headerRetryAfter      = "Retry-After"
 	headerResetAfter      = "X-RateLimit-Reset-After"
 	headerReset           = "X-RateLimit-Reset"
+	headerRemaining       = "X-RateLimit-Remaining"
 	headerRateLimit       = "RateLimit"
 	headerRateLimitPolicy = "RateLimit-Policy"
 	headerRateLimitReset  = "RateLimit-Reset"
@@ -94,7 +96,11 @@ const (
 // retry-after-ms (OpenAI; the same signal as Retry-After, finer),
 // Retry-After, X-RateLimit-Reset-After (Discord), X-RateLimit-Reset
 // (epoch or seconds, see below), RateLimit with RateLimit-Policy (IETF
-// drafts), RateLimit-Reset (older drafts). A response that is not
+// drafts), RateLimit-Reset (older drafts). X-RateLimit-Reset-After and
+// X-RateLimit-Reset are skipped when X-RateLimit-Remaining is a positive
+// number: the window they end is not the limit that throttled (GitHub's
+// secondary limits), so DefaultDelay applies instead, unless a later
+// header names a delay. A response that is not
 // throttled only has its retry-after-ms and Retry-After read (a server may
 // send them with a 503); the X-RateLimit-* and RateLimit fields describe
 // the quota window on every response and only mean "wait" when the
@@ -236,11 +242,13 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 	if !throttled {
 		return 0, zero
 	}
-	if d, ok := parseSeconds(first(h, headerResetAfter)); ok {
-		return capDelay(d, max), headerResetAfter
-	}
-	if d, ok := parseReset(first(h, headerReset), now); ok {
-		return capDelay(d, max), headerReset
+	if !requestsLeft(h) {
+		if d, ok := parseSeconds(first(h, headerResetAfter)); ok {
+			return capDelay(d, max), headerResetAfter
+		}
+		if d, ok := parseReset(first(h, headerReset), now); ok {
+			return capDelay(d, max), headerReset
+		}
 	}
 	if d, ok := rateLimitDelay(joined(h, headerRateLimit), joined(h, headerRateLimitPolicy), now); ok {
 		return capDelay(d, max), headerRateLimit
@@ -249,6 +257,17 @@ func vendorDelay(h http.Header, s *Signals, throttled bool, now time.Time) (time
 		return capDelay(d, max), headerRateLimitReset
 	}
 	return 0, zero
+}
+
+// requestsLeft reports that X-RateLimit-Remaining says the window still
+// has requests left: the response was throttled by another limit, so the
+// window's reset (X-RateLimit-Reset, X-RateLimit-Reset-After) says nothing
+// about when that limit admits again. GitHub sends these on every
+// response, its secondary limits' 403s included, where the reset may be
+// seconds away and retrying then draws another 403.
+func requestsLeft(h http.Header) bool {
+	n, err := strconv.ParseInt(strings.TrimSpace(first(h, headerRemaining)), 10, 64)
+	return err == nil && n > 0
 }
 
 // first returns the first value of header name, as go-retryablehttp and

@@ -31,8 +31,11 @@ var (
 		{Status: 403, Header: "x-ratelimit-remaining", HeaderValue: "0"},
 		{Status: 403, BodyContains: "secondary rate limit"},
 	}}
-	salesforce = &Signals{Rules: []Rule{{Status: 403, BodyContains: "REQUEST_LIMIT_EXCEEDED"}}}
-	openai     = &Signals{
+	// githubDefault is the catalog's github signals: GitHub's rules and
+	// its one-minute wait when no header names a delay.
+	githubDefault = &Signals{Rules: github.Rules, DefaultDelay: time.Minute, MaxDelay: time.Hour}
+	salesforce    = &Signals{Rules: []Rule{{Status: 403, BodyContains: "REQUEST_LIMIT_EXCEEDED"}}}
+	openai        = &Signals{
 		Ignore:       []Rule{{Status: 429, BodyContains: "insufficient_quota"}},
 		DelayHeaders: []string{"x-ratelimit-reset-requests"},
 	}
@@ -71,6 +74,21 @@ func TestClassify(t *testing.T) {
 		{"GitHub secondary: body, retry-after", response(403, `{"message":"You have exceeded a secondary rate limit"}`,
 			"retry-after", "60"), github,
 			Verdict{Throttled: true, retryable: true, Delay: time.Minute, Source: "Retry-After"}},
+		// docs.github.com rate-limits-for-the-rest-api, "Exceeding the
+		// rate limit": with no retry-after and x-ratelimit-remaining not 0,
+		// wait at least a minute; the reset is the primary window's, not
+		// the secondary limit's, and may be seconds away.
+		{"GitHub secondary: remaining left, reset is not the delay", response(403,
+			`{"message":"You have exceeded a secondary rate limit"}`,
+			"x-ratelimit-remaining", "4321", "x-ratelimit-reset", in(10*time.Second)), githubDefault,
+			Verdict{Throttled: true, retryable: true, Delay: time.Minute, Source: "default_delay"}},
+		{"GitHub secondary: remaining 0, the reset", response(403,
+			`{"message":"You have exceeded a secondary rate limit"}`,
+			"x-ratelimit-remaining", "0", "x-ratelimit-reset", in(5*time.Minute)), githubDefault,
+			Verdict{Throttled: true, retryable: true, Delay: 5 * time.Minute, Source: "X-RateLimit-Reset"}},
+		{"Discord: Reset-After with requests left is not the delay", response(429, "",
+			"X-RateLimit-Remaining", "3", "X-RateLimit-Reset-After", "64.57"), nil,
+			Verdict{Throttled: true, retryable: true}},
 		{"GitHub 403 that is not a throttle", response(403, `{"message":"Resource not accessible"}`,
 			"x-ratelimit-remaining", "4999", "x-ratelimit-reset", in(time.Hour)), github, Verdict{}},
 		{"GitHub 200: reset is not a delay", response(200, "",

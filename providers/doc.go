@@ -45,7 +45,9 @@
 // providers.github.limits[1].burst) and what would be valid: the first
 // MaxProblems of them and a count of the rest, each repeating at most 80
 // bytes of any value from the file, escaped, so that a hostile or broken
-// file cannot make a huge error.
+// file cannot make a huge error. A YAML syntax error is the one problem
+// reported, at the line and column of what is wrong, naming a tab
+// character when one is the cause.
 //
 // # Hosts
 //

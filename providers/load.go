@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sort"
-	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -163,9 +161,6 @@ func (l *loader) keepFirst(max int) {
 	}
 }
 
-// yamlLine reads the line number out of a YAML syntax error.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // load decodes a whole configuration. It returns nil when the document
 // is not one at all (it could not be parsed, or has no providers).
 func (l *loader) load(data []byte) *Config {
@@ -212,14 +207,7 @@ func (l *loader) document(data []byte) *yaml.Node {
 			l.add(nil, "", "the file is empty: want a mapping with \"providers\"")
 			return nil
 		}
-		msg := err.Error()
-		p := Problem{File: l.file, Message: msg}
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			p.Line, _ = strconv.Atoi(m[1])
-			p.Message = "YAML syntax: " + m[2]
-		}
-		p.Message = clip(p.Message, maxMessage)
-		l.problems = append(l.problems, p)
+		l.problems = append(l.problems, syntaxProblem(l.file, data, err))
 		return nil
 	}
 	var extra yaml.Node

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/fleetquota/throttle/providers"
@@ -88,12 +89,31 @@ func pauseTarget(cfg *providers.Config, target string) (p *providers.Provider, p
 	return p, part, tag, key, nil
 }
 
+// pauseDuration is --for: a time.Duration whose parse error says what is
+// wrong with the value and shows ones that work, where flag.Duration says
+// only "parse error" (to "--for 10", which lacks its unit, above all).
+type pauseDuration time.Duration
+
+func (d *pauseDuration) String() string { return time.Duration(*d).String() }
+
+func (d *pauseDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err == nil {
+		*d = pauseDuration(v)
+		return nil
+	}
+	if s != "" && strings.Trim(s, "0123456789.") == "" {
+		return fmt.Errorf("%q has no unit: write %ss for seconds or %sm for minutes", s, s, s)
+	}
+	return fmt.Errorf("%q is not a duration: write a number and a unit, without spaces, e.g. 10s, 5m or 1h30m", s)
+}
+
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var sf storeFlags
-	var d time.Duration
+	var d pauseDuration
 	fs := newFlagSet(pauseCmd)
 	sf.register(fs)
-	fs.DurationVar(&d, "for", 0, "how long to pause, e.g. 10m (required)")
+	fs.Var(&d, "for", "how long to pause, e.g. 10m (required)")
 	target, err := oneTarget(pauseCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -110,7 +130,7 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := e.store.Pause(ctx, tag, key, d); err != nil {
+	if err := e.store.Pause(ctx, tag, key, time.Duration(d)); err != nil {
 		return err
 	}
 	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: []string{key}})
