@@ -114,7 +114,7 @@ func (h *leaseHold) abandon() {
 		close(h.stop)
 		<-h.done
 		if !h.expired.Load() { // else reported when the renewals stopped
-			h.t.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
+			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
 		}
 	})
 }
