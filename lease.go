@@ -28,8 +28,9 @@ import (
 // (a whole TTL without renewal: the leases have expired) the goroutine
 // ends.
 type leaseHold struct {
-	l        leases
+	l        *leases
 	rsv      *quota.Reservation
+	keys     []leaseKey // counted in l's shared leases; nil when local
 	provider string
 	ctx      context.Context // the request's values, without its cancellation
 	every    time.Duration
@@ -46,22 +47,70 @@ type leaseHold struct {
 }
 
 // leases holds the leases of admitted requests, with the clock that
-// times their renewals and the observer told about them handed in.
+// times their renewals and the observer told about them handed in. It
+// counts the leases this process holds in the shared store, per key, for
+// the in-process limiter of an outage (failover.reserveLocally): those
+// requests are still in flight, and count against the process's share.
 type leases struct {
 	clock   quota.Clock
 	observe func(context.Context, Event)
+
+	mu     sync.Mutex
+	shared map[leaseKey]int // leases held in the shared store, by key
 }
 
-// hold starts keeping rsv's leases, those of a request to provider; ttl
-// is the shortest lease TTL of its stack. The round trip counts as
-// activity until the caller takes it off (leaseHold.active).
-func (l leases) hold(ctx context.Context, provider string, rsv *quota.Reservation, ttl time.Duration) *leaseHold {
+// leaseKey names a Concurrency limit's state: a request's tag and the
+// item's key.
+type leaseKey struct{ tag, key string }
+
+// hold starts keeping rsv's leases, those of q, a request to provider;
+// shared says the shared store (not the in-process limiter) decided it.
+// The round trip counts as activity until the caller takes it off
+// (leaseHold.active).
+func (l *leases) hold(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation, shared bool) *leaseHold {
 	h := &leaseHold{l: l, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
-		every: max(ttl/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
+		every: max(leaseTTL(q)/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
+	if shared {
+		h.keys = leaseKeys(q)
+		l.count(h.keys, 1)
+	}
 	h.active.Store(1)
 	l.observe(ctx, Event{Kind: Leased, Provider: provider})
 	go h.renew()
 	return h
+}
+
+// count adds n to the shared leases of keys.
+func (l *leases) count(keys []leaseKey, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shared == nil {
+		l.shared = make(map[leaseKey]int)
+	}
+	for _, k := range keys {
+		if l.shared[k] += n; l.shared[k] <= 0 {
+			delete(l.shared, k)
+		}
+	}
+}
+
+// heldShared returns how many leases of the Concurrency key key in tag
+// this process holds in the shared store.
+func (l *leases) heldShared(tag, key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared[leaseKey{tag, key}]
+}
+
+// leaseKeys returns the keys of q's Concurrency limits.
+func leaseKeys(q *quota.Request) []leaseKey {
+	var keys []leaseKey
+	for _, it := range q.Items {
+		if it.Limit.Kind == quota.Concurrency {
+			keys = append(keys, leaseKey{q.Tag, it.Key})
+		}
+	}
+	return keys
 }
 
 // renew renews the leases every half TTL while the request shows
@@ -98,6 +147,7 @@ func (h *leaseHold) release() {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
+		h.l.count(h.keys, -1)
 		err := h.rsv.Release(h.ctx)
 		if err != nil {
 			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
