@@ -158,6 +158,28 @@ func (f *failover) sync(ctx context.Context, p *providers.Provider, rsv *quota.R
 	f.settle(ctx, p, probe, rsv.Sync(ctx, obs))
 }
 
+// retakeLeases decides q's Concurrency limits alone again, at once, for
+// a request in flight whose leases the store lost (leaseHold.retake):
+// only while the store is in use, since the in-process limiter has
+// leases of its own. It returns nil when the store rests.
+func (f *failover) retakeLeases(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
+	lq := quota.Request{Tag: q.Tag}
+	for _, it := range q.Items {
+		if it.Limit.Kind == quota.Concurrency {
+			lq.Items = append(lq.Items, it)
+		}
+	}
+	probe, ok := f.admit()
+	if !ok {
+		return nil, nil
+	}
+	rsv, err := f.store.Reserve(ctx, &lq)
+	if f.settle(ctx, p, probe, err) || err != nil {
+		return nil, err
+	}
+	return rsv, nil
+}
+
 // inUse reports whether the store decides, as opposed to resting after
 // a failure: the reservations made now are the store's.
 func (f *failover) inUse() bool { return f.downUntil.Load() == 0 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,16 @@ import (
 // ends.
 type leaseHold struct {
 	l        *leases
-	rsv      *quota.Reservation
-	keys     []leaseKey // counted in l's shared leases; nil when local
+	rsv      *quota.Reservation // replaced by retake, before release reads it
 	provider string
 	ctx      context.Context // the request's values, without its cancellation
 	every    time.Duration
+
+	// keys are counted in l's shared leases, and again decides the
+	// stack's Concurrency limits anew (retake); both nil when the leases
+	// are the in-process limiter's.
+	keys  []leaseKey
+	again func(context.Context) (*quota.Reservation, error)
 
 	active atomic.Int32  // > 0 while the round trip or a Read is in progress
 	reads  atomic.Uint64 // Reads started
@@ -63,15 +69,17 @@ type leases struct {
 // item's key.
 type leaseKey struct{ tag, key string }
 
-// hold starts keeping rsv's leases, those of q, a request to provider;
-// shared says the shared store (not the in-process limiter) decided it.
+// hold starts keeping rsv's leases, those of q, a request to provider.
+// again is set when the shared store (not the in-process limiter)
+// decided it: it takes the leases again should the store lose them
+// (retake).
 // The round trip counts as activity until the caller takes it off
 // (leaseHold.active).
-func (l *leases) hold(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation, shared bool) *leaseHold {
+func (l *leases) hold(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation, again func(context.Context) (*quota.Reservation, error)) *leaseHold {
 	h := &leaseHold{l: l, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
 		every: max(leaseTTL(q)/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
-	if shared {
-		h.keys = leaseKeys(q)
+	if again != nil {
+		h.keys, h.again = leaseKeys(q), again
 		l.count(h.keys, 1)
 	}
 	h.active.Store(1)
@@ -136,9 +144,36 @@ func (h *leaseHold) renew() {
 			continue
 		}
 		seen, idle = r, 0
-		if err := h.rsv.Renew(h.ctx); err != nil {
+		err := h.rsv.Renew(h.ctx)
+		switch {
+		case errors.Is(err, quota.ErrLeaseLost):
+			h.retake()
+		case err != nil:
 			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 		}
+	}
+}
+
+// retake takes the leases again when the store lost them (an empty
+// restart, a flush) or they expired while the request was still in
+// flight: a new decision of the stack's Concurrency limits alone, which
+// admits only where a lease is free, so it never takes a cap over. Until
+// one is free the request runs unregistered, and the next renewal tries
+// again; then the store counts it again, and admits no request over the
+// cap in its place. The leases of the old reservation still held (a
+// stack with two caps may lose one) are given back.
+func (h *leaseHold) retake() {
+	if h.again == nil {
+		return
+	}
+	rsv, err := h.again(h.ctx)
+	if err != nil || rsv == nil || !rsv.Allowed {
+		return
+	}
+	old := h.rsv
+	h.rsv = rsv // release reads it only once the renewals have ended
+	if err := old.Release(h.ctx); err != nil {
+		h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 	}
 }
 

@@ -463,7 +463,13 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	ctx := req.Context()
 	var h *leaseHold
 	if rsv.HoldsLeases() {
-		h = t.leases.hold(ctx, res.Provider.Name, q, rsv, t.failover.inUse())
+		var again func(context.Context) (*quota.Reservation, error)
+		if t.failover.inUse() {
+			again = func(ctx context.Context) (*quota.Reservation, error) {
+				return t.failover.retakeLeases(ctx, res.Provider, q)
+			}
+		}
+		h = t.leases.hold(ctx, res.Provider.Name, q, rsv, again)
 	}
 	resp, err := t.send(req, res, rsv)
 	if h != nil {
