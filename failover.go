@@ -30,6 +30,10 @@ type failover struct {
 	clock   quota.Clock
 	retry   time.Duration
 	observe func(context.Context, Event)
+	// heldShared counts the leases of a Concurrency key this process
+	// holds in the store: requests still in flight that the in-process
+	// limiter must count against the process's share.
+	heldShared func(tag, key string) int
 
 	// downUntil is zero while the store is in use; after a failure, the
 	// Unix µs (on clock) until which it rests. Once that has passed, the
@@ -154,6 +158,32 @@ func (f *failover) sync(ctx context.Context, p *providers.Provider, rsv *quota.R
 	f.settle(ctx, p, probe, rsv.Sync(ctx, obs))
 }
 
+// retakeLeases decides q's Concurrency limits alone again, at once, for
+// a request in flight whose leases the store lost (leaseHold.retake):
+// only while the store is in use, since the in-process limiter has
+// leases of its own. It returns nil when the store rests.
+func (f *failover) retakeLeases(ctx context.Context, p *providers.Provider, q *quota.Request) (*quota.Reservation, error) {
+	lq := quota.Request{Tag: q.Tag}
+	for _, it := range q.Items {
+		if it.Limit.Kind == quota.Concurrency {
+			lq.Items = append(lq.Items, it)
+		}
+	}
+	probe, ok := f.admit()
+	if !ok {
+		return nil, nil
+	}
+	rsv, err := f.store.Reserve(ctx, &lq)
+	if f.settle(ctx, p, probe, err) || err != nil {
+		return nil, err
+	}
+	return rsv, nil
+}
+
+// inUse reports whether the store decides, as opposed to resting after
+// a failure: the reservations made now are the store's.
+func (f *failover) inUse() bool { return f.downUntil.Load() == 0 }
+
 // admit reports whether a call may go to the store (ok), and whether it
 // is the one probe of a resting store. Only the probe's answer ends a
 // rest; every admitted probe must be settled.
@@ -244,6 +274,9 @@ func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q 
 	for i, it := range q.Items {
 		l := f.scaledLimit(it.Limit, p.LocalShare)
 		c := q.CostOf(i)
+		if l.Kind == quota.Concurrency {
+			l = f.localLeases(l, q.Tag, it.Key)
+		}
 		if c > l.Capacity() {
 			if l.Kind != quota.GCRA {
 				retry := left
@@ -267,6 +300,20 @@ func (f *failover) reserveLocally(ctx context.Context, p *providers.Provider, q 
 		return nil, fmt.Errorf("throttle: %s: local limiter: %w", p.Name, err)
 	}
 	return rsv, nil
+}
+
+// localLeases returns l, the local share of a Concurrency limit, less
+// the leases of key in tag that this process holds in the store: their
+// requests are in flight, so they count against the share (Rate 0: none
+// left, which refuses the request).
+func (f *failover) localLeases(l *quota.Limit, tag, key string) *quota.Limit {
+	n := f.heldShared(tag, key)
+	if n == 0 {
+		return l
+	}
+	s := *l
+	s.Rate = max(l.Rate-int64(n), 0)
+	return &s
 }
 
 // scaledLimit returns l at share of its rate and burst (at least 1 each),

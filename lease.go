@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -28,11 +29,17 @@ import (
 // (a whole TTL without renewal: the leases have expired) the goroutine
 // ends.
 type leaseHold struct {
-	l        leases
-	rsv      *quota.Reservation
+	l        *leases
+	rsv      *quota.Reservation // replaced by retake, before release reads it
 	provider string
 	ctx      context.Context // the request's values, without its cancellation
 	every    time.Duration
+
+	// keys are counted in l's shared leases, and again decides the
+	// stack's Concurrency limits anew (retake); both nil when the leases
+	// are the in-process limiter's.
+	keys  []leaseKey
+	again func(context.Context) (*quota.Reservation, error)
 
 	active atomic.Int32  // > 0 while the round trip or a Read is in progress
 	reads  atomic.Uint64 // Reads started
@@ -46,22 +53,72 @@ type leaseHold struct {
 }
 
 // leases holds the leases of admitted requests, with the clock that
-// times their renewals and the observer told about them handed in.
+// times their renewals and the observer told about them handed in. It
+// counts the leases this process holds in the shared store, per key, for
+// the in-process limiter of an outage (failover.reserveLocally): those
+// requests are still in flight, and count against the process's share.
 type leases struct {
 	clock   quota.Clock
 	observe func(context.Context, Event)
+
+	mu     sync.Mutex
+	shared map[leaseKey]int // leases held in the shared store, by key
 }
 
-// hold starts keeping rsv's leases, those of a request to provider; ttl
-// is the shortest lease TTL of its stack. The round trip counts as
-// activity until the caller takes it off (leaseHold.active).
-func (l leases) hold(ctx context.Context, provider string, rsv *quota.Reservation, ttl time.Duration) *leaseHold {
+// leaseKey names a Concurrency limit's state: a request's tag and the
+// item's key.
+type leaseKey struct{ tag, key string }
+
+// hold starts keeping rsv's leases, those of q, a request to provider.
+// again is set when the shared store (not the in-process limiter)
+// decided it: it takes the leases again should the store lose them
+// (retake).
+// The round trip counts as activity until the caller takes it off
+// (leaseHold.active).
+func (l *leases) hold(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation, again func(context.Context) (*quota.Reservation, error)) *leaseHold {
 	h := &leaseHold{l: l, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
-		every: max(ttl/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
+		every: max(leaseTTL(q)/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
+	if again != nil {
+		h.keys, h.again = leaseKeys(q), again
+		l.count(h.keys, 1)
+	}
 	h.active.Store(1)
 	l.observe(ctx, Event{Kind: Leased, Provider: provider})
 	go h.renew()
 	return h
+}
+
+// count adds n to the shared leases of keys.
+func (l *leases) count(keys []leaseKey, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shared == nil {
+		l.shared = make(map[leaseKey]int)
+	}
+	for _, k := range keys {
+		if l.shared[k] += n; l.shared[k] <= 0 {
+			delete(l.shared, k)
+		}
+	}
+}
+
+// heldShared returns how many leases of the Concurrency key key in tag
+// this process holds in the shared store.
+func (l *leases) heldShared(tag, key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared[leaseKey{tag, key}]
+}
+
+// leaseKeys returns the keys of q's Concurrency limits.
+func leaseKeys(q *quota.Request) []leaseKey {
+	var keys []leaseKey
+	for _, it := range q.Items {
+		if it.Limit.Kind == quota.Concurrency {
+			keys = append(keys, leaseKey{q.Tag, it.Key})
+		}
+	}
+	return keys
 }
 
 // renew renews the leases every half TTL while the request shows
@@ -87,7 +144,11 @@ func (h *leaseHold) renew() {
 			continue
 		}
 		seen, idle = r, 0
-		if err := h.rsv.Renew(h.ctx); err != nil {
+		err := h.rsv.Renew(h.ctx)
+		switch {
+		case errors.Is(err, quota.ErrLeaseLost):
+			h.retake()
+		case err != nil:
 			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
 		}
 	}
@@ -119,11 +180,35 @@ func (h *leaseHold) abandon() {
 	})
 }
 
+// retake takes the leases again when the store lost them (an empty
+// restart, a flush) or they expired while the request was still in
+// flight: a new decision of the stack's Concurrency limits alone, which
+// admits only where a lease is free, so it never takes a cap over. Until
+// one is free the request runs unregistered, and the next renewal tries
+// again; then the store counts it again, and admits no request over the
+// cap in its place. The leases of the old reservation still held (a
+// stack with two caps may lose one) are given back.
+func (h *leaseHold) retake() {
+	if h.again == nil {
+		return
+	}
+	rsv, err := h.again(h.ctx)
+	if err != nil || rsv == nil || !rsv.Allowed {
+		return
+	}
+	old := h.rsv
+	h.rsv = rsv // release reads it only once the renewals have ended
+	if err := old.Release(h.ctx); err != nil {
+		h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+	}
+}
+
 // release gives the leases back, once, and stops the renewals.
 func (h *leaseHold) release() {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
+		h.l.count(h.keys, -1)
 		err := h.rsv.Release(h.ctx)
 		if err != nil {
 			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})

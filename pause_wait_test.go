@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/throttletest"
 )
@@ -23,9 +24,9 @@ import (
 //
 // The pause starts when the 429 reaches the transport that got it and,
 // elsewhere, when the store's announcement reaches each process: the
-// first 300 ms after the 429 are not checked, so a busy machine cannot
+// first 500 ms after the 429 are not checked, so a busy machine cannot
 // make a waiter whose slot came in that gap fail the test. At 5/s that
-// leaves eight slots inside the checked span.
+// leaves seven slots inside the checked span.
 func TestFleetWaitersHonourALaterPause(t *testing.T) {
 	t.Parallel()
 	const transports, workers = 3, 4
@@ -57,13 +58,20 @@ providers:
 				for ctx.Err() == nil {
 					req, _ := http.NewRequestWithContext(ctx, "GET", v.URL+"/v1/items", nil)
 					resp, err := c.Do(req)
-					if err != nil {
-						if !errors.Is(err, context.Canceled) {
-							t.Error(err)
-						}
+					switch {
+					case errors.Is(err, context.Canceled):
 						return
+					case errors.Is(err, throttle.ErrStoreUnavailable):
+						// A store call timed out on a starved machine: not
+						// what this test is about.
+						t.Log(err)
+						time.Sleep(50 * time.Millisecond)
+					case err != nil:
+						t.Error(err)
+						return
+					default:
+						resp.Body.Close()
 					}
-					resp.Body.Close()
 				}
 			}()
 		}
@@ -86,7 +94,7 @@ providers:
 	}
 	var inside []time.Duration
 	for _, a := range v.Arrivals() {
-		if d := a.At.Sub(at); d > 300*time.Millisecond && d < pause-100*time.Millisecond {
+		if d := a.At.Sub(at); d > 500*time.Millisecond && d < pause-100*time.Millisecond {
 			inside = append(inside, d)
 		}
 	}

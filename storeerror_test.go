@@ -322,3 +322,65 @@ providers:
 		t.Errorf("%d sends in one second, want at most 113 (100/s for 1s, the store's burst 10, the local burst 3)", most)
 	}
 }
+
+// TestLocalFallbackCountsLeasesHeldInTheStore: a process that holds
+// leases in the store when it fails still has those requests in flight,
+// so its in-process limiter counts them against its local share of a
+// concurrency cap: with 2 of a share of 2 held, it admits none until one
+// of them is done. (Before, it admitted its whole share on top: 4 in
+// flight against a share of 2, and the fleet over its cap.)
+func TestLocalFallbackCountsLeasesHeldInTheStore(t *testing.T) {
+	t.Parallel()
+	gate := &gateStore{}
+	f := newFixture(t, `
+providers:
+  llm:
+    hosts: [api.llm.test]
+    on_limit: fail
+    on_store_error: local
+    local_share: 50%
+    limits: [{name: streams, limit: 4 concurrent lease 1m}]
+`, throttle.WithStore(gate))
+	gate.mem = quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
+	send := func() (*http.Response, error) {
+		req, err := http.NewRequest("GET", "https://api.llm.test/v1/stream", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.rt.RoundTrip(req)
+	}
+	var held []*http.Response
+	for range 2 {
+		resp, err := send()
+		if err != nil {
+			t.Fatalf("with the store: %v", err)
+		}
+		held = append(held, resp) // in flight: the body is not read yet
+	}
+	gate.fail.Store(true)
+	admitted := func(n int) int {
+		got := 0
+		for range n {
+			resp, err := send()
+			var le *throttle.LimitError
+			switch {
+			case err == nil:
+				got++
+				held = append(held, resp)
+			case !errors.As(err, &le) || le.Limit != "streams":
+				t.Fatalf("local: got %v, want sent or refused by streams", err)
+			}
+		}
+		return got
+	}
+	if got := admitted(3); got != 0 {
+		t.Errorf("with 2 leases held in the store, the local share of 2 admitted %d more, want none", got)
+	}
+	_ = held[0].Body.Close()
+	if got := admitted(3); got != 1 {
+		t.Errorf("with 1 lease held in the store, the local share of 2 admitted %d more, want 1", got)
+	}
+	for _, resp := range held[1:] {
+		_ = resp.Body.Close()
+	}
+}

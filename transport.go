@@ -45,7 +45,7 @@ type Transport struct {
 	// decides when it fails.
 	failover failover
 	// leases holds the leases of the requests in flight.
-	leases leases
+	leases *leases
 
 	retry retrySettings
 }
@@ -192,8 +192,9 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.registry = providers.NewRegistry(cfg)
 	}
-	t.leases = leases{clock: t.clock, observe: t.observe}
+	t.leases = &leases{clock: t.clock, observe: t.observe}
 	f := &t.failover
+	f.heldShared = t.leases.heldShared
 	f.clock, f.observe = t.clock, t.observe
 	f.local = quota.NewMemoryStore(quota.MemoryOptions{Clock: t.clock})
 	if f.store == nil {
@@ -462,7 +463,13 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	ctx := req.Context()
 	var h *leaseHold
 	if rsv.HoldsLeases() {
-		h = t.leases.hold(ctx, res.Provider.Name, rsv, leaseTTL(q))
+		var again func(context.Context) (*quota.Reservation, error)
+		if t.failover.inUse() {
+			again = func(ctx context.Context) (*quota.Reservation, error) {
+				return t.failover.retakeLeases(ctx, res.Provider, q)
+			}
+		}
+		h = t.leases.hold(ctx, res.Provider.Name, q, rsv, again)
 	}
 	resp, err := t.send(req, res, rsv)
 	if h != nil {

@@ -496,6 +496,7 @@ func (b *booking) leases(renew bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := b.m.now()
+	lost := false
 	for _, it := range b.stack {
 		if it.Limit.Kind != Concurrency {
 			continue
@@ -504,14 +505,19 @@ func (b *booking) leases(renew bool) error {
 		x, held := c.leases[b.lease]
 		switch {
 		case !held:
+			lost = true
 		case !renew || x <= now: // released, or expired: gone either way
 			delete(c.leases, b.lease)
 			if !renew && x > now {
 				freed = append(freed, it.Key)
 			}
+			lost = x <= now
 		default:
 			c.leases[b.lease] = max(x, now+it.Limit.Period.Microseconds())
 		}
+	}
+	if renew && lost {
+		return ErrLeaseLost
 	}
 	return nil
 }

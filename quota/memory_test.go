@@ -388,3 +388,40 @@ func TestMemoryCancelHolesJoin(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryPausedFor: a MemoryStore knows its pauses at once, for what
+// is left of them on its clock, by tag and key.
+func TestMemoryPausedFor(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	ctx := context.Background()
+	stop, err := m.WatchPauses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if got := m.PausedFor("vendor", "pause"); got != 0 {
+		t.Errorf("before any pause: %v, want 0", got)
+	}
+	if err := m.Pause(ctx, "vendor", "pause", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(500 * time.Millisecond)
+	for _, tc := range []struct {
+		tag, key string
+		want     time.Duration
+	}{
+		{"vendor", "pause", 1500 * time.Millisecond},
+		{"vendor", "pause:acme", 0},
+		{"other", "pause", 0},
+	} {
+		if got := m.PausedFor(tc.tag, tc.key); got != tc.want {
+			t.Errorf("PausedFor(%q, %q) = %v, want %v", tc.tag, tc.key, got, tc.want)
+		}
+	}
+	clock.Advance(2 * time.Second)
+	if got := m.PausedFor("vendor", "pause"); got != 0 {
+		t.Errorf("after the pause: %v, want 0", got)
+	}
+}

@@ -26,6 +26,13 @@ var ErrStore = errors.New("quota: store failed")
 // context's errors as ErrStore.
 var ErrState = errors.New("quota: the request's state in the store is unusable")
 
+// ErrLeaseLost is what Renew returns when a lease of the reservation was
+// no longer held: it expired (its renewals came too late), or the store
+// lost it (an empty restart, a flush). The request is still in flight, so
+// a caller may take a lease again with a new decision; Renew itself never
+// does, since the lease's place may be another request's by now.
+var ErrLeaseLost = errors.New("quota: a lease of the reservation is no longer held")
+
 // A Store decides requests against stacks of limits and keeps their state.
 // Implementations are safe for concurrent use. The store is the one clock:
 // every time in a decision is read from the store's clock, never the
@@ -287,8 +294,9 @@ func (r *Reservation) Release(ctx context.Context) error {
 // Renew extends the reservation's leases that are still held to their
 // TTL from now, in one step: a request still in flight keeps its leases,
 // while those of a process that died expire. A lease that has expired
-// already is not taken again (another request may hold its place). After
-// Release it does nothing.
+// already, or that the store lost, is not taken again (another request
+// may hold its place): Renew then returns ErrLeaseLost. After Release it
+// does nothing.
 func (r *Reservation) Renew(ctx context.Context) error {
 	if !r.HoldsLeases() || r.released.Load() {
 		return nil

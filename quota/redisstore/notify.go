@@ -103,24 +103,32 @@ func (s *Store) now() time.Time {
 }
 
 // pauseBoard holds the pauses this process knows of, by pause key, until
-// they end: at most the pause keys paused at once across the fleet.
+// they end: at most twice the pause keys paused at once across the fleet
+// (and 64).
 type pauseBoard struct {
 	mu    sync.Mutex
 	until map[string]time.Time
+	// sweepAt is the size at which note next drops the pauses that have
+	// ended: twice what was left after the last sweep, so a note costs
+	// O(1) amortized however many pauses are in force.
+	sweepAt int
 }
 
 // note holds the pause key pk for d from now, unless a longer pause holds
-// it already; it drops the pauses that have ended.
+// it already.
 func (b *pauseBoard) note(pk string, d time.Duration, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.until == nil {
 		b.until = make(map[string]time.Time)
 	}
-	for k, u := range b.until {
-		if !u.After(now) {
-			delete(b.until, k)
+	if len(b.until) >= b.sweepAt {
+		for k, u := range b.until {
+			if !u.After(now) {
+				delete(b.until, k)
+			}
 		}
+		b.sweepAt = max(2*len(b.until), 64)
 	}
 	if u := now.Add(d); u.After(b.until[pk]) {
 		b.until[pk] = u

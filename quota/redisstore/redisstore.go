@@ -525,8 +525,12 @@ func (b *booking) after(ctx context.Context, op string, keys []string, args []an
 	if err != nil {
 		return b.s.fail(ctx, op, err)
 	}
-	if _, ok := v.(int64); !ok {
+	n, ok := v.(int64)
+	if !ok {
 		return b.s.fail(ctx, op, fmt.Errorf("%w: %T, want an integer", errReply, v))
+	}
+	if op == "renew" && n < int64(len(keys)) { // renewed only leases still held
+		return quota.ErrLeaseLost
 	}
 	return nil
 }
