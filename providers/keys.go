@@ -16,7 +16,9 @@ import (
 //	item key   <limit>             a provider-wide limit, or the shared
 //	                               state of requests without a value
 //	           <limit>:<part>
-//	pause key  pause               in the provider's tag
+//	pause key  pause               in the provider's tag: over every
+//	                               request of the provider, read by those
+//	                               in a tenant's tag as their Over pause
 //	           pause:<part>        in a tenant's tag
 //
 // Provider and limit names hold no ":" (validName) and "pause" is not a
@@ -119,13 +121,28 @@ func (p *Provider) StateKey(lim *Limit, part string) (tag, key string) {
 // requests whose tenant value has the key part part (see StateKey), as
 // Resolve puts them in Resolution.Request.Tag and Resolution.Pause. With
 // part "" or keys per provider, it is the provider's pause, which holds
-// back every request tagged with the provider's name — not those in a
-// tenant's tag.
+// back every request of the provider: those tagged with its name read it
+// among their pauses, those in a tenant's tag as their Over pause
+// (OverPause).
 func (p *Provider) PauseKey(part string) (tag, key string) {
 	if p.Keys != PerTenant {
 		part = ""
 	}
 	return p.Tag(part), joinKey(pauseKey, part)
+}
+
+// OverPause returns the pause that holds back, besides its own, a request
+// whose tenant value has the key part part, in another tag: with keys per
+// tenant and a part, the provider's pause (PauseKey("")), which Resolve
+// puts in the Request.Over of every request in a tenant's tag; otherwise
+// none (the zero PauseKey), as the provider's pause is among the
+// request's own.
+func (p *Provider) OverPause(part string) quota.PauseKey {
+	if part == "" || p.Keys != PerTenant {
+		return quota.PauseKey{}
+	}
+	tag, key := p.PauseKey("")
+	return quota.PauseKey{Tag: tag, Key: key}
 }
 
 // A Key is what a tag and key of the provider hold, as ParseKey reads

@@ -417,6 +417,7 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 	if tenant != "" {
 		res.Request.Tag = writeKey(&b, p.Name, tenant)
 		pauses[0] = writeKey(&b, pauseKey, tenant)
+		res.Request.Over = p.OverPause(tenant)
 	}
 	res.Pause = pauses[0]
 	res.Request.Items, res.Request.Pauses = items, pauses

@@ -406,7 +406,8 @@ func (w *watcher) refresh(ctx context.Context) (*view, error) {
 		pv.ScopesShown = len(tenants)
 		for _, g := range tenants {
 			pause := g.snap.PausedUntil
-			if len(g.req.Pauses) == 0 {
+			// The provider's pause holds every tenant too.
+			if len(g.req.Pauses) == 0 || base.snap.PausedUntil.After(pause) {
 				pause = base.snap.PausedUntil
 			}
 			pv.Rows = append(pv.Rows, g.rows(pause)...)
