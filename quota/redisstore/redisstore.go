@@ -826,7 +826,7 @@ func (s *Store) keys(req *quota.Request) []string {
 // behind Sentinel), where a script may read a key of another tag. A Redis
 // Cluster runs a script on the one slot of its keys, and a Ring on the one
 // shard of its first key, so there the pause is left out: the request is
-// held by its own pauses alone (package doc, "Pauses").
+// held by its own pauses alone (package doc, "Keys").
 func (s *Store) readsOver(req *quota.Request) bool {
 	return req.Over.Tag != "" && s.oneServer
 }
