@@ -15,11 +15,10 @@ import (
 	"github.com/fleetquota/throttle/throttletest"
 )
 
-// TestE2EProviderPauseHoldsEveryTenant: the provider's pause (what
-// "throttle pause PROVIDER" writes) holds back every request of a provider
-// whose keys are per tenant, whatever its tenant, on the Redis store and
-// the memory store: the vendor sees none of them. A tenant's own pause
-// holds that tenant alone.
+// TestE2EProviderPauseHoldsEveryTenant: the provider's pause of every
+// tenant (what "throttle pause PROVIDER" writes) holds back every request
+// of a provider whose keys are per tenant, with a tenant or without, on
+// the Redis store and the memory store: the vendor sees none of them.
 func TestE2EProviderPauseHoldsEveryTenant(t *testing.T) {
 	t.Parallel()
 	const yaml = `
@@ -49,7 +48,7 @@ providers:
 			}
 			p, _ := cfg.Provider("billing")
 			ctx := context.Background()
-			tag, key := p.PauseKey("")
+			tag, key := p.AllPauseKey()
 			if err := store.Pause(ctx, tag, key, time.Minute); err != nil {
 				t.Fatal(err)
 			}

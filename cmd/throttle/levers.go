@@ -73,33 +73,44 @@ func init() {
 
 // pauseTarget resolves PROVIDER[/SCOPE], or PROVIDER with tenant (the
 // --tenant flag), to its provider, the tenant's key part ("" for the
-// provider's pause) and the tag and key of its pause.
-func pauseTarget(cfg *providers.Config, target, tenant string) (p *providers.Provider, part, tag, key string, err error) {
+// provider), and the tag and keys of its pauses: keys[0] is the one pause
+// sets (a tenant's, or the provider's pause of every tenant); resume lifts
+// them all, for a provider also the pause a vendor's throttle of its
+// requests without a tenant value sets.
+func pauseTarget(cfg *providers.Config, target, tenant string) (p *providers.Provider, part, tag string, keys []string, err error) {
 	parts := splitTarget(target, 2)
 	p, err = provider(cfg, parts[0])
 	if err != nil {
-		return nil, "", "", "", err
+		return nil, "", "", nil, err
 	}
 	if len(parts) == 2 {
 		if tenant != "" {
-			return nil, "", "", "", usagef("%q and --tenant %q: name the tenant once", target, tenant)
+			return nil, "", "", nil, usagef("%q and --tenant %q: name the tenant once", target, tenant)
 		}
 		tenant = parts[1]
 		if tenant == "" {
-			return nil, "", "", "", usagef("%q: empty scope value", target)
+			return nil, "", "", nil, usagef("%q: empty scope value", target)
 		}
 	}
 	if tenant != "" {
 		s, ok := p.TenantScope()
 		if !ok {
-			return nil, "", "", "", usagef("provider %q is not tagged per tenant (keys: per_provider): its one pause holds back all its requests; use %q without a tenant", p.Name, p.Name)
+			return nil, "", "", nil, usagef("provider %q is not tagged per tenant (keys: per_provider): its one pause holds back all its requests; use %q without a tenant", p.Name, p.Name)
 		}
 		if part = scopePart(s, tenant); part == "" {
-			return nil, "", "", "", usagef("%q: empty scope value", tenant)
+			return nil, "", "", nil, usagef("%q: empty scope value", tenant)
 		}
 	}
-	tag, key = p.PauseKey(part)
-	return p, part, tag, key, nil
+	if part != "" {
+		tag, key := p.PauseKey(part)
+		return p, part, tag, []string{key}, nil
+	}
+	tag, all := p.AllPauseKey()
+	keys = []string{all}
+	if _, own := p.PauseKey(""); own != all {
+		keys = append(keys, own)
+	}
+	return p, "", tag, keys, nil
 }
 
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -122,14 +133,14 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer e.close()
-	p, part, tag, key, err := pauseTarget(e.cfg, target, tenant)
+	p, part, tag, keys, err := pauseTarget(e.cfg, target, tenant)
 	if err != nil {
 		return err
 	}
-	if err := e.store.Pause(ctx, tag, key, d); err != nil {
+	if err := e.store.Pause(ctx, tag, keys[0], d); err != nil {
 		return err
 	}
-	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: []string{key}})
+	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys[:1]})
 	if err != nil {
 		return err
 	}
@@ -165,16 +176,18 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer e.close()
-	_, _, tag, key, err := pauseTarget(e.cfg, target, tenant)
+	_, _, tag, keys, err := pauseTarget(e.cfg, target, tenant)
 	if err != nil {
 		return err
 	}
-	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: []string{key}})
+	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys})
 	if err != nil {
 		return err
 	}
-	if err := e.store.Resume(ctx, tag, key); err != nil {
-		return err
+	for _, key := range keys {
+		if err := e.store.Resume(ctx, tag, key); err != nil {
+			return err
+		}
 	}
 	if snap.PausedUntil.IsZero() {
 		fmt.Fprintf(stdout, "%s was not paused\n", what(target, tenant))

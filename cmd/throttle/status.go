@@ -406,9 +406,10 @@ func (w *watcher) refresh(ctx context.Context) (*view, error) {
 		pv.ScopesShown = len(tenants)
 		for _, g := range tenants {
 			pause := g.snap.PausedUntil
-			// The provider's pause holds every tenant too.
-			if len(g.req.Pauses) == 0 || base.snap.PausedUntil.After(pause) {
+			if len(g.req.Pauses) == 0 {
 				pause = base.snap.PausedUntil
+			} else if ps := base.snap.Pauses; len(ps) > 0 && ps[len(ps)-1].After(pause) {
+				pause = ps[len(ps)-1] // the provider's pause of every tenant
 			}
 			pv.Rows = append(pv.Rows, g.rows(pause)...)
 		}
@@ -423,6 +424,9 @@ func (w *watcher) baseGroup(p *providers.Provider) *group {
 	g := &group{p: p}
 	tag, pause := p.PauseKey("")
 	g.req = quota.Request{Tag: tag, Pauses: []string{pause}}
+	if _, all := p.AllPauseKey(); all != pause { // Pauses[1], which holds the tenants too
+		g.req.Pauses = append(g.req.Pauses, all)
+	}
 	for _, l := range allLimits(p) {
 		if l.lim.Scope.Kind != providers.ScopeProvider && l.lim.Missing != providers.Shared {
 			continue
