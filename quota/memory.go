@@ -305,7 +305,10 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	items = items[:len(req.Items)]
 
 	s := m.shard(tag)
-	overTag := SafeKey(req.Over.Tag)
+	overTag := ""
+	if req.Over.Tag != "" {
+		overTag = SafeKey(req.Over.Tag)
+	}
 	paused := m.overPaused(s, overTag, req.Over.Key)
 	var now int64
 	var other *shard
@@ -319,7 +322,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 			paused = max(paused, e.until)
 		}
 	}
-	if req.Over.Tag != "" && m.shard(overTag) == s {
+	if overTag != "" && m.shard(overTag) == s {
 		if e := s.lookup(s.ref(overTag, req.Over.Key)); e != nil {
 			paused = max(paused, e.until)
 		}
