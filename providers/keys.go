@@ -18,6 +18,8 @@ import (
 //	           <limit>:<part>
 //	pause key  pause               in the provider's tag
 //	           pause:<part>        in a tenant's tag
+//	           pause:all           in the provider's tag, keys per tenant:
+//	                               every tenant's (AllPauseKey)
 //
 // Provider and limit names hold no ":" (validName) and "pause" is not a
 // limit name; a part is a value SafePart keeps (no ":") or "#" and 32 hex
@@ -117,10 +119,11 @@ func (p *Provider) StateKey(lim *Limit, part string) (tag, key string) {
 
 // PauseKey returns the tag and key of the pause that holds back the
 // requests whose tenant value has the key part part (see StateKey), as
-// Resolve puts them in Resolution.Request.Tag and Resolution.Pause. With
-// part "" or keys per provider, it is the provider's pause, which holds
-// back every request tagged with the provider's name — not those in a
-// tenant's tag.
+// Resolve puts them in Resolution.Request.Tag and Resolution.Pause: the
+// scope a vendor's throttle of such a request pauses. With part "" or
+// keys per provider, it is the provider's pause, which holds back every
+// request tagged with the provider's name — not those in a tenant's tag,
+// whose quotas are their own (see AllPauseKey).
 func (p *Provider) PauseKey(part string) (tag, key string) {
 	if p.Keys != PerTenant {
 		part = ""
@@ -134,6 +137,38 @@ func (p *Provider) PauseKey(part string) (tag, key string) {
 // scope. A key with a part is one scope value's.
 func ProviderWide(key string) bool {
 	return strings.IndexByte(key, ':') < 0
+}
+
+// AllPauseKey returns the tag and key of the pause that holds back every
+// request of the provider, of every tenant: what "throttle pause PROVIDER"
+// sets. With keys per provider it is PauseKey(""). With keys per tenant it
+// is "pause:all" in the provider's tag, apart from PauseKey(""), so that a
+// vendor's throttle of a request without a tenant value does not hold the
+// tenants: the requests without a value read both, and a tenant's request
+// reads it as its Request.Over (OverPause). No other pause key in the
+// provider's tag has a part, so it is unambiguous; ParseKey does not
+// return it.
+func (p *Provider) AllPauseKey() (tag, key string) {
+	if p.Keys != PerTenant {
+		return p.PauseKey("")
+	}
+	return p.Name, allPauseKey
+}
+
+// allPauseKey is the key of a provider's pause of every tenant, with keys
+// per tenant; see AllPauseKey.
+const allPauseKey = pauseKey + ":all"
+
+// OverPause returns the pause in another tag that holds back, besides its
+// own, a request whose tenant value has the key part part: with keys per
+// tenant and a part, AllPauseKey, which Resolve puts in the Request.Over
+// of every request in a tenant's tag; otherwise none (the zero PauseKey).
+func (p *Provider) OverPause(part string) quota.PauseKey {
+	if part == "" || p.Keys != PerTenant {
+		return quota.PauseKey{}
+	}
+	tag, key := p.AllPauseKey()
+	return quota.PauseKey{Tag: tag, Key: key}
 }
 
 // A Key is what a tag and key of the provider hold, as ParseKey reads

@@ -30,6 +30,9 @@ type plan struct {
 // finish builds the plans of a provider and its limits by name.
 func (l *loader) finish(p *Provider) {
 	p.pauses = []string{pauseKey}
+	if p.Keys == PerTenant { // the requests without a tenant value: see AllPauseKey
+		p.pauses = append(p.pauses, allPauseKey)
+	}
 	p.plan = newPlan(p.Limits, nil, 1, nil)
 	for i := range p.Routes {
 		r := &p.Routes[i]
@@ -340,10 +343,10 @@ func normalize(s Scope, v string) string {
 	return v
 }
 
-// scratch holds a small stack's items and its pause in one allocation.
+// scratch holds a small stack's items and its pauses in one allocation.
 type scratch struct {
 	items  [8]quota.Item
-	pauses [1]string
+	pauses [2]string
 }
 
 // dynamic builds the request of a stack with scoped limits: one
@@ -393,9 +396,9 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 	var pauses []string
 	if n <= len(scratch{}.items) {
 		s := new(scratch)
-		items, pauses = s.items[:0:n], s.pauses[:]
+		items, pauses = s.items[:0:n], s.pauses[:1]
 	} else {
-		items, pauses = make([]quota.Item, 0, n), make([]string, 1)
+		items, pauses = make([]quota.Item, 0, n), make([]string, 1, 2)
 	}
 	// Every string is a slice of one builder's buffer.
 	for i, lim := range pl.limits {
@@ -412,6 +415,9 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 	if tenant != "" {
 		res.Request.Tag = writeKey(&b, p.Name, tenant)
 		pauses[0] = writeKey(&b, pauseKey, tenant)
+		res.Request.Over = p.OverPause(tenant)
+	} else if p.Keys == PerTenant { // see AllPauseKey
+		pauses = append(pauses, allPauseKey)
 	}
 	res.Pause = pauses[0]
 	res.Request.Items, res.Request.Pauses = items, pauses

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -188,8 +189,17 @@ func TestResolve(t *testing.T) {
 					t.Errorf("stack = %q\n        want %q", got, tt.want)
 				}
 			}
-			if len(res.Request.Pauses) != 1 || res.Request.Pauses[0] != res.Pause {
-				t.Errorf("Pauses = %q, Pause = %q", res.Request.Pauses, res.Pause)
+			// A request reads its own scope's pause and, with keys per
+			// tenant, the provider's pause of every tenant: among its own
+			// without a tenant value, as its Over pause with one.
+			wantPauses, wantOver := []string{res.Pause}, quota.PauseKey{}
+			if p := res.Provider; p.Keys == PerTenant && res.Request.Tag == p.Name {
+				wantPauses = append(wantPauses, "pause:all")
+			} else if p.Keys == PerTenant {
+				wantOver = quota.PauseKey{Tag: p.Name, Key: "pause:all"}
+			}
+			if !slices.Equal(res.Request.Pauses, wantPauses) || res.Request.Over != wantOver {
+				t.Errorf("Pauses = %q, Over = %+v, Pause = %q; want %q, %+v", res.Request.Pauses, res.Request.Over, res.Pause, wantPauses, wantOver)
 			}
 			if len(res.Request.Items) > 0 {
 				if err := res.Request.Validate(); err != nil {

@@ -227,6 +227,29 @@ func (m *MemoryStore) shard(tag string) *shard {
 	return &m.shards[h%shardCount]
 }
 
+// overPaused returns the paused-until of the pause key in tag (a
+// request's Over; none when tag is ""), 0 when it has none, when tag is on
+// another shard than s: read under that shard's lock before the decision
+// takes s's, so that no decision holds two shard locks. A pause only
+// starts, lengthens or is lifted, so a read a moment before the decision
+// holds the request back as one at the decision would have, but for a
+// pause set or lifted in that moment.
+func (m *MemoryStore) overPaused(s *shard, tag, key string) int64 {
+	if tag == "" {
+		return 0
+	}
+	o := m.shard(tag)
+	if o == s {
+		return 0 // read with the request's own pauses
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e := o.lookup(o.ref(tag, key)); e != nil {
+		return e.until
+	}
+	return 0
+}
+
 // ref builds the map key of key in tag in s.buf and returns it; a tag (a
 // SafeKey) holds no 0 byte. The caller holds s.mu.
 func (s *shard) ref(tag, key string) []byte {
@@ -282,6 +305,11 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	items = items[:len(req.Items)]
 
 	s := m.shard(tag)
+	overTag := ""
+	if req.Over.Tag != "" {
+		overTag = SafeKey(req.Over.Tag)
+	}
+	paused := m.overPaused(s, overTag, req.Over.Key)
 	var now int64
 	var other *shard
 	defer func() { m.sweepOther(other, now) }() // after the unlock below
@@ -289,9 +317,13 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	defer s.mu.Unlock()
 	now = m.now()
 	other = m.reclaim(s, now)
-	var paused int64
 	for _, p := range req.Pauses {
 		if e := s.lookup(s.ref(tag, p)); e != nil {
+			paused = max(paused, e.until)
+		}
+	}
+	if overTag != "" && m.shard(overTag) == s {
+		if e := s.lookup(s.ref(overTag, req.Over.Key)); e != nil {
 			paused = max(paused, e.until)
 		}
 	}

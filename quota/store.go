@@ -81,6 +81,12 @@ func (r *Request) CostOf(i int) int64 {
 	return r.cost()
 }
 
+// A PauseKey names a pause: its tag and its key within that tag, the
+// arguments Store.Pause takes.
+type PauseKey struct {
+	Tag, Key string
+}
+
 // A Request asks a Store to admit one event against a stack of limits.
 type Request struct {
 	// Tag groups the keys of one decision. The Redis store makes it the
@@ -92,6 +98,11 @@ type Request struct {
 	Items []Item
 	// Pauses are keys (within Tag) of pauses that hold this request back.
 	Pauses []string
+	// Over is a pause in another tag that holds this request back too:
+	// a provider's pause, over the requests in its tenants' tags. The zero
+	// value is none. The Redis store cannot read it on a Redis Cluster or
+	// Ring, where a decision reads one slot (see quota/redisstore's doc).
+	Over PauseKey
 	// Cost is how many events the request counts for. Zero means 1.
 	Cost int64
 	// MaxWait is the longest wait the caller accepts. A request that
@@ -169,6 +180,9 @@ func (r *Request) Validate() error {
 		if p == "" {
 			return fmt.Errorf("%w request: empty pause key", ErrInvalid)
 		}
+	}
+	if (r.Over.Tag == "") != (r.Over.Key == "") {
+		return fmt.Errorf("%w request: over pause %q in tag %q: want both or neither", ErrInvalid, r.Over.Key, r.Over.Tag)
 	}
 	return nil
 }

@@ -14,8 +14,8 @@
 //	throttle validate [FILE]
 //	throttle validate --against OLD [FILE]
 //	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR] [--interval 2s] [--top 10]
-//	throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
-//	throttle resume PROVIDER[/SCOPE] --redis URL
+//	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION --redis URL
+//	throttle resume PROVIDER[/SCOPE] [--tenant VALUE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
 //	throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
 //
@@ -50,9 +50,10 @@
 // page of the same state, bars of what is left that refresh themselves,
 // on loopback when ADDR is a bare port (":8080").
 //
-// pause holds back a provider's requests (PROVIDER) or one tenant's
-// (PROVIDER/SCOPE, for a provider with keys: per_tenant)
-// fleet-wide, as a vendor's 429 does; resume lifts it; reset deletes limit
+// pause holds back fleet-wide, as a vendor's 429 does, every request of a
+// provider (PROVIDER: of every tenant, except on a Redis Cluster, where a
+// tenant's decision reads only its own slot) or one tenant's (--tenant
+// VALUE or PROVIDER/VALUE, for a provider with keys: per_tenant); resume lifts it; reset deletes limit
 // state so a limit is back to full capacity. They write exactly the keys the
 // transport reads: the tags and keys come from package providers
 // (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the

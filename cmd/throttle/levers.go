@@ -19,28 +19,31 @@ configuration and the key prefix the fleet uses.
 
 var pauseCmd = &command{
 	name: "pause",
-	usage: `Usage: throttle pause PROVIDER[/SCOPE] --for DURATION --redis URL
+	usage: `Usage: throttle pause PROVIDER [--tenant VALUE] --for DURATION --redis URL
 
 Pause holds back, fleet-wide, every request of PROVIDER for DURATION from now
 on Redis's clock, as the transport does when the vendor answers 429: the
 transports wait for the pause to end (up to their max wait) or fail fast.
 A longer pause in force is kept.
 
-PROVIDER alone writes the provider's pause. For a provider with
-keys: per_tenant (validate says "keys per_tenant"), each tenant's
-requests read only their own pause: PROVIDER/SCOPE pauses the tenant whose
-scope value is SCOPE (a business, a header value, a host; a "#..." value as
-status shows it is taken as it is), and PROVIDER alone pauses only the
-requests that carry no scope value.
+PROVIDER alone pauses every request of the provider, of every tenant. For a
+provider with keys: per_tenant (validate says "keys per_tenant"),
+--tenant VALUE (or PROVIDER/VALUE) pauses only the tenant whose scope value
+is VALUE (a business, a header value, a host; a "#..." value as status shows
+it is taken as it is). On a Redis Cluster (--cluster) a tenant's decision
+reads its own hash slot only, so there PROVIDER alone holds only the
+requests without a tenant: pause each tenant with --tenant.
 ` + storeFlagsText,
 }
 
 var resumeCmd = &command{
 	name: "resume",
-	usage: `Usage: throttle resume PROVIDER[/SCOPE] --redis URL
+	usage: `Usage: throttle resume PROVIDER [--tenant VALUE] --redis URL
 
 Resume lifts at once the pause that "throttle pause" (or a vendor's 429)
-set on PROVIDER, or on the tenant PROVIDER/SCOPE.
+set on PROVIDER, or on one tenant (--tenant VALUE, or PROVIDER/VALUE).
+Resuming a tenant does not lift the provider's pause, which holds every
+tenant.
 ` + storeFlagsText,
 }
 
@@ -69,24 +72,46 @@ func init() {
 	resetCmd.run = runReset
 }
 
-// pauseTarget resolves PROVIDER[/SCOPE] to the tag and key of its pause.
-func pauseTarget(cfg *providers.Config, target string) (p *providers.Provider, part, tag, key string, err error) {
+// pauseTarget resolves PROVIDER[/SCOPE], or PROVIDER with tenant (the
+// --tenant flag), to its provider, the tenant's key part ("" for the
+// provider), and the tag and keys of its pauses: keys[0] is the one pause
+// sets (a tenant's, or the provider's pause of every tenant); resume lifts
+// them all, for a provider also the pause a vendor's throttle of its
+// requests without a tenant value sets.
+func pauseTarget(cfg *providers.Config, target, tenant string) (p *providers.Provider, part, tag string, keys []string, err error) {
 	parts := splitTarget(target, 2)
 	p, err = provider(cfg, parts[0])
 	if err != nil {
-		return nil, "", "", "", err
+		return nil, "", "", nil, err
 	}
 	if len(parts) == 2 {
-		s, ok := p.TenantScope()
-		if !ok {
-			return nil, "", "", "", usagef("provider %q is not tagged per tenant (keys: per_provider): its one pause holds back all its requests; use %q", p.Name, p.Name)
+		if tenant != "" {
+			return nil, "", "", nil, usagef("%q and --tenant %q: name the tenant once", target, tenant)
 		}
-		if part = scopePart(s, parts[1]); part == "" {
-			return nil, "", "", "", usagef("%q: empty scope value", target)
+		tenant = parts[1]
+		if tenant == "" {
+			return nil, "", "", nil, usagef("%q: empty scope value", target)
 		}
 	}
-	tag, key = p.PauseKey(part)
-	return p, part, tag, key, nil
+	if tenant != "" {
+		s, ok := p.TenantScope()
+		if !ok {
+			return nil, "", "", nil, usagef("provider %q is not tagged per tenant (keys: per_provider): its one pause holds back all its requests; use %q without a tenant", p.Name, p.Name)
+		}
+		if part = scopePart(s, tenant); part == "" {
+			return nil, "", "", nil, usagef("%q: empty scope value", tenant)
+		}
+	}
+	if part != "" {
+		tag, key := p.PauseKey(part)
+		return p, part, tag, []string{key}, nil
+	}
+	tag, all := p.AllPauseKey()
+	keys = []string{all}
+	if _, own := p.PauseKey(""); own != all {
+		keys = append(keys, own)
+	}
+	return p, "", tag, keys, nil
 }
 
 // pauseDuration is --for: a time.Duration whose parse error says what is
@@ -111,9 +136,11 @@ func (d *pauseDuration) Set(s string) error {
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var sf storeFlags
 	var d pauseDuration
+	var tenant string
 	fs := newFlagSet(pauseCmd)
 	sf.register(fs)
 	fs.Var(&d, "for", "how long to pause, e.g. 10m (required)")
+	fs.StringVar(&tenant, "tenant", "", "pause only this tenant's requests (keys: per_tenant)")
 	target, err := oneTarget(pauseCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -126,29 +153,40 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer e.close()
-	p, part, tag, key, err := pauseTarget(e.cfg, target)
+	p, part, tag, keys, err := pauseTarget(e.cfg, target, tenant)
 	if err != nil {
 		return err
 	}
-	if err := e.store.Pause(ctx, tag, key, time.Duration(d)); err != nil {
+	if err := e.store.Pause(ctx, tag, keys[0], time.Duration(d)); err != nil {
 		return err
 	}
-	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: []string{key}})
+	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys[:1]})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "paused %s until %s (%s from now)\n", target,
+	fmt.Fprintf(stdout, "paused %s until %s (%s from now)\n", what(target, tenant),
 		snap.PausedUntil.UTC().Format(time.RFC3339), snap.PausedUntil.Sub(snap.Now).Round(time.Second))
-	if s, ok := p.TenantScope(); ok && part == "" {
-		fmt.Fprintf(stderr, "throttle: note: %s keeps each %s value in its own hash tag; this pauses only its requests without one. Pause a tenant with %s/VALUE.\n", p.Name, s, p.Name)
+	if _, ok := p.TenantScope(); ok && part == "" && sf.cluster {
+		fmt.Fprintf(stderr, "throttle: note: on a Redis Cluster a tenant's requests read only their own hash slot; this holds only the requests without a tenant. Pause a tenant with --tenant VALUE.\n")
 	}
 	return nil
 }
 
+// what names a pause's target for output: PROVIDER[/SCOPE], or
+// PROVIDER/TENANT for --tenant.
+func what(target, tenant string) string {
+	if tenant == "" {
+		return target
+	}
+	return target + "/" + tenant
+}
+
 func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var sf storeFlags
+	var tenant string
 	fs := newFlagSet(resumeCmd)
 	sf.register(fs)
+	fs.StringVar(&tenant, "tenant", "", "resume only this tenant's requests (keys: per_tenant)")
 	target, err := oneTarget(resumeCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -158,21 +196,23 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer e.close()
-	_, _, tag, key, err := pauseTarget(e.cfg, target)
+	_, _, tag, keys, err := pauseTarget(e.cfg, target, tenant)
 	if err != nil {
 		return err
 	}
-	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: []string{key}})
+	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys})
 	if err != nil {
 		return err
 	}
-	if err := e.store.Resume(ctx, tag, key); err != nil {
-		return err
+	for _, key := range keys {
+		if err := e.store.Resume(ctx, tag, key); err != nil {
+			return err
+		}
 	}
 	if snap.PausedUntil.IsZero() {
-		fmt.Fprintf(stdout, "%s was not paused\n", target)
+		fmt.Fprintf(stdout, "%s was not paused\n", what(target, tenant))
 	} else {
-		fmt.Fprintf(stdout, "resumed %s (it was paused until %s)\n", target, snap.PausedUntil.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "resumed %s (it was paused until %s)\n", what(target, tenant), snap.PausedUntil.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -415,6 +415,50 @@ func TestPauseResume(t *testing.T) {
 	}
 }
 
+// TestPauseHoldsEveryTenant: "pause PROVIDER" holds every request of a
+// provider tagged per tenant, of every tenant, and status shows it on
+// their rows; --tenant pauses one tenant, and resuming it leaves the
+// provider's pause in force.
+func TestPauseHoldsEveryTenant(t *testing.T) {
+	t.Parallel()
+	f := startFixture(t)
+	f.reserve(t, "https://api.tenants.test/x", "victim") // state, so status lists it
+	mustCLI(t, f.args("pause", "tenants", "--for", "10m")...)
+	for _, tenant := range []string{"", "victim", "other"} {
+		if r := f.reserve(t, "https://api.tenants.test/x", tenant); r.Allowed || r.Decider != quota.PausedDecider {
+			t.Errorf("tenant %q after pause tenants: %+v, want denied by the pause", tenant, r.Result)
+		}
+	}
+	v := f.status(t, "tenants")
+	if row := findRow(t, v, "tenants", "quota", "victim"); row.PausedUntil == nil || row.PausedUntil.Sub(v.Now) < 9*time.Minute {
+		t.Errorf("status of a tenant under the provider's pause: %+v", row)
+	}
+	mustCLI(t, f.args("pause", "tenants", "--tenant", "victim", "--for", "20m")...)
+	if out := mustCLI(t, f.args("resume", "tenants")...); !strings.Contains(out, "resumed tenants") {
+		t.Errorf("resume said %q", out)
+	}
+	if r := f.reserve(t, "https://api.tenants.test/x", "other"); !r.Allowed {
+		t.Errorf("other after resume: %+v, want admitted", r.Result)
+	}
+	if r := f.reserve(t, "https://api.tenants.test/x", "victim"); r.Allowed || r.Decider != quota.PausedDecider {
+		t.Errorf("victim, paused on its own: %+v, want denied by its pause", r.Result)
+	}
+	if out := mustCLI(t, f.args("resume", "tenants", "--tenant", "victim")...); !strings.Contains(out, "resumed tenants/victim") {
+		t.Errorf("resume --tenant said %q", out)
+	}
+	if r := f.reserve(t, "https://api.tenants.test/x", "victim"); !r.Allowed {
+		t.Errorf("victim after resume --tenant: %+v, want admitted", r.Result)
+	}
+	if code, _, errOut := cli(context.Background(), f.args("pause", "tenants/a", "--tenant", "b", "--for", "1m")...); code != exitUsage ||
+		!strings.Contains(errOut, "name the tenant once") {
+		t.Errorf("pause tenants/a --tenant b: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := cli(context.Background(), f.args("pause", "acme", "--tenant", "x", "--for", "1m")...); code != exitUsage ||
+		!strings.Contains(errOut, "not tagged per tenant") {
+		t.Errorf("pause acme --tenant x: exit %d, %s", code, errOut)
+	}
+}
+
 func TestReset(t *testing.T) {
 	t.Parallel()
 	f := startFixture(t)

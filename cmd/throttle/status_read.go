@@ -23,9 +23,13 @@ type providerView struct {
 	Name        string     `json:"name"`
 	TenantScope string     `json:"tenant_scope,omitempty"`
 	PausedUntil *time.Time `json:"paused_until"`
-	ScopesKnown int        `json:"scopes_known"`
-	ScopesShown int        `json:"scopes_shown"`
-	Rows        []row      `json:"rows"`
+	// AllPausedUntil: the provider's pause of every tenant ("throttle
+	// pause PROVIDER" with keys per tenant), apart from its own pause of
+	// the requests without a tenant value.
+	AllPausedUntil *time.Time `json:"all_paused_until,omitempty"`
+	ScopesKnown    int        `json:"scopes_known"`
+	ScopesShown    int        `json:"scopes_shown"`
+	Rows           []row      `json:"rows"`
 }
 
 type row struct {
@@ -212,11 +216,15 @@ func (w *watcher) parts(p *providers.Provider) []string {
 // view: its own rows, then its busiest tenants'. Tenants found idle are
 // forgotten: their keys expired.
 func (w *watcher) providerView(p *providers.Provider, base *group, tenants []*group) providerView {
-	pv := providerView{Name: p.Name, PausedUntil: timePtr(base.snap.PausedUntil)}
+	own, all := base.snap.PausedUntil, time.Time{}
+	if ps := base.snap.Pauses; len(base.req.Pauses) > 1 && len(ps) > 1 {
+		own, all = ps[0], ps[1]
+	}
+	pv := providerView{Name: p.Name, PausedUntil: timePtr(own), AllPausedUntil: timePtr(all)}
 	if s, ok := p.TenantScope(); ok {
 		pv.TenantScope = s.String()
 	}
-	pv.Rows = base.rows(base.snap.PausedUntil)
+	pv.Rows = base.rows(laterOf(own, all))
 	var live []*group
 	for _, g := range tenants {
 		idle := !g.snap.PausedUntil.After(g.snap.Now)
@@ -236,7 +244,7 @@ func (w *watcher) providerView(p *providers.Provider, base *group, tenants []*gr
 		if len(g.req.Pauses) == 0 {
 			pause = base.snap.PausedUntil
 		}
-		g.out = g.rows(pause)
+		g.out = g.rows(laterOf(pause, all))
 	}
 	sort.SliceStable(live, func(a, b int) bool { return live[a].score < live[b].score })
 	pv.ScopesKnown = len(live)
@@ -256,6 +264,9 @@ func (w *watcher) baseGroup(p *providers.Provider) *group {
 	g := &group{p: p}
 	tag, pause := p.PauseKey("")
 	g.req = quota.Request{Tag: tag, Pauses: []string{pause}}
+	if _, all := p.AllPauseKey(); all != pause { // Pauses[1]: the pause of every tenant
+		g.req.Pauses = append(g.req.Pauses, all)
+	}
 	for _, l := range allLimits(p) {
 		if l.lim.Scope.Kind != providers.ScopeProvider && l.lim.Missing != providers.Shared {
 			continue
@@ -355,4 +366,12 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// laterOf returns the later of two pauses' ends.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

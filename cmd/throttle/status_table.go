@@ -153,15 +153,20 @@ func rowNotes(r row) string {
 }
 
 // pauseRows lists the pauses in force, headings first: per provider its
-// own pause, then its tenants'. For a provider tagged per tenant the
-// provider's own pause holds only the requests without a tenant; each
-// tenant reads its own.
+// pause of every tenant, its own pause, then its tenants'. For a provider
+// tagged per tenant the provider's own pause (a vendor's throttle of a
+// request without a tenant value) holds only the requests without a
+// tenant; "throttle pause PROVIDER" holds them all; each tenant also
+// reads its own.
 func pauseRows(v *view) [][]string {
 	rows := [][]string{{"PAUSED", "HOLDS", "UNTIL"}}
 	until := func(t time.Time) string {
 		return fmt.Sprintf("%s (in %s)", t.Format(time.RFC3339), humanDuration(t.Sub(v.Now)))
 	}
 	for _, p := range v.Providers {
+		if p.AllPausedUntil != nil {
+			rows = append(rows, []string{p.Name, "every request, all tenants", until(*p.AllPausedUntil)})
+		}
 		if p.PausedUntil != nil {
 			holds := "every request"
 			if p.TenantScope != "" {

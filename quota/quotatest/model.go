@@ -184,6 +184,9 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	for _, p := range req.Pauses {
 		paused = max(paused, m.pause[keyOf(req.Tag, p)])
 	}
+	if req.Over.Tag != "" {
+		paused = max(paused, m.pause[keyOf(req.Over.Tag, req.Over.Key)])
+	}
 	start := max(n, paused)
 	candidates := []int64{start}
 	horizon := int64(1<<62 - 1)

@@ -400,6 +400,7 @@ func Run(t *testing.T, newStore NewStore) {
 	})
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
+	t.Run("Over pause", func(t *testing.T) { testOverPause(t, newStore) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore) })
 	t.Run("Lease notify", func(t *testing.T) { testLeaseNotify(t, newStore) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore) })
@@ -530,6 +531,64 @@ func testSeparate(t *testing.T, newStore NewStore) {
 				t.Fatalf("tag %q key %q: first request got (%+v, %v), want allowed: state leaked between keys", tag, key, res, err)
 			}
 		}
+	}
+}
+
+// testOverPause: a request's Over pause, in another tag, holds it back as
+// its own pauses do, in the same decision: until it ends, and a wait past
+// it is granted; a request in that tag is held by it too, and one of
+// another tag without it is not. Resume is not part of quota.Store.
+func testOverPause(t *testing.T, newStore NewStore) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	peak := gcra("peak", 10, time.Second, 10)
+	over := quota.PauseKey{Tag: "provider", Key: "pause"}
+	tenant := quota.Request{Tag: "provider:acme", Pauses: []string{"pause:acme"}, Over: over,
+		Items: []quota.Item{{Limit: peak, Key: quota.KeyOf("peak", "acme")}}}
+	untenanted := quota.Request{Tag: "provider", Pauses: []string{"pause"}, Items: []quota.Item{{Limit: peak, Key: "peak"}}}
+	alone := quota.Request{Tag: "other", Pauses: []string{"pause"}, Items: []quota.Item{{Limit: peak, Key: "peak"}}}
+	if err := st.Pause(ctx, over.Tag, over.Key, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		req     quota.Request
+		maxWait time.Duration
+		ok      bool
+		wait    time.Duration
+	}{
+		{"tenant, no wait", tenant, 0, false, 10 * time.Second},
+		{"tenant, waits it out", tenant, 20 * time.Second, true, 10 * time.Second},
+		{"the provider's own", untenanted, 0, false, 10 * time.Second},
+		{"another tag", alone, 0, true, 0},
+	} {
+		r := c.req
+		r.MaxWait = c.maxWait
+		res, err := st.Reserve(ctx, &r)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := res.Wait
+		if !res.Allowed {
+			got = res.RetryAfter
+		}
+		if res.Allowed != c.ok || got != c.wait {
+			t.Errorf("%s: allowed %v wait/retry %v, want %v %v", c.name, res.Allowed, got, c.ok, c.wait)
+		}
+		if c.wait > 0 && res.Decider != quota.PausedDecider {
+			t.Errorf("%s: decider %d, want the pause (%d)", c.name, res.Decider, quota.PausedDecider)
+		}
+	}
+	clock.Advance(11 * time.Second) // past the pause and the slot granted
+	r := tenant
+	if res, err := st.Reserve(ctx, &r); err != nil || !res.Allowed {
+		t.Errorf("after the pause: (%+v, %v), want admitted", res.Result, err)
+	}
+	bad := tenant
+	bad.Over.Key = ""
+	if _, err := st.Reserve(ctx, &bad); !errors.Is(err, quota.ErrInvalid) {
+		t.Errorf("an Over pause without a key: %v, want ErrInvalid", err)
 	}
 }
 

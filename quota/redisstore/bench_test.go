@@ -25,9 +25,17 @@ func benchStacks() map[string]quota.Request {
 	peak := gcra("peak", 1_000_000, time.Second, 0)
 	minute := gcra("minute", 60_000_000, time.Minute, 0)
 	daily := window("daily", 1<<40, quota.Day, nil)
+	// A tenant's request of a provider tagged per tenant: its own pause,
+	// and with "over" the provider's, one more key in the same MGET.
+	tenant := stack("vendor:acme", peak)
+	tenant.Pauses = []string{"pause:acme"}
+	over := tenant
+	over.Over = quota.PauseKey{Tag: "vendor", Key: "pause"}
 	return map[string]quota.Request{
-		"limits=1": stack("vendor", peak),
-		"limits=3": stack("vendor", peak, minute, daily),
+		"limits=1":             stack("vendor", peak),
+		"limits=3":             stack("vendor", peak, minute, daily),
+		"limits=1/tenant":      tenant,
+		"limits=1/tenant+over": over,
 	}
 }
 
@@ -47,7 +55,7 @@ func BenchmarkReserve(b *testing.B) {
 	}
 	ctx := context.Background()
 	stacks := benchStacks()
-	for _, name := range []string{"limits=1", "limits=3"} {
+	for _, name := range []string{"limits=1", "limits=3", "limits=1/tenant", "limits=1/tenant+over"} {
 		req := stacks[name]
 		for _, g := range []int{1, 64} {
 			b.Run(name+"/goroutines="+strconv.Itoa(g), func(b *testing.B) {

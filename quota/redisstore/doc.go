@@ -42,7 +42,11 @@
 // sum, oldest and newest bucket and bucket width (see reserve.lua), a
 // concurrency key is a sorted set of leases (lease id, scored by its
 // expiry in µs; see reserve.lua, "Leases"), and a pause key holds
-// paused-until (µs). Syncs, settles, and releases and renewals of leases
+// paused-until (µs). A request's Over pause (quota.Request.Over: a
+// provider's pause over its tenants' tags) is in another tag, so the
+// script reads it only where one server holds every key, with a
+// *redis.Client; on a Redis Cluster or Ring it is left out (a script reads
+// one slot) and the request is held by its own pauses alone. Syncs, settles, and releases and renewals of leases
 // run after.lua, one round trip each; a release of a lease still held is
 // announced on the channel <prefix>!released, which the Store listens to
 // while this process has requests waiting for a lease (notify.go,

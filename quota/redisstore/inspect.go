@@ -29,7 +29,8 @@ type Snapshot struct {
 	Now time.Time
 	// Items holds one ItemState per Request.Items entry, in order.
 	Items []ItemState
-	// Pauses holds, per Request.Pauses entry, the time that pause holds
+	// Pauses holds, per Request.Pauses entry, then for Request.Over when
+	// the store reads it (see Store.Inspect), the time that pause holds
 	// requests back until; the zero Time when it is not in force.
 	Pauses []time.Time
 	// PausedUntil is the latest of Pauses, or the zero Time.
@@ -74,8 +75,9 @@ type ItemState struct {
 // without changing it; req.Cost and req.MaxWait are ignored. Items may be
 // empty when Pauses is not. It runs the decision script read-only
 // (EVALSHA_RO), so it also works on a replica and for a user that may not
-// write. An error that Redis caused wraps quota.ErrStore, or
-// quota.ErrState when it concerns this request's keys alone.
+// write. req.Over is read where Reserve reads it (see quota.Request). An
+// error that Redis caused wraps quota.ErrStore, or quota.ErrState when it
+// concerns this request's keys alone.
 func (s *Store) Inspect(ctx context.Context, req *quota.Request) (Snapshot, error) {
 	snaps, err := s.InspectAll(ctx, []*quota.Request{req})
 	if err != nil {
@@ -166,7 +168,11 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full
 // request of cost 0 and no max wait, with "peek" for the TTL slack.
 // clientNow places the calendar windows, as Reserve does.
 func (s *Store) peekArgs(req *quota.Request, clientNow time.Time) []any {
-	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), len(req.Pauses), 0}
+	np := len(req.Pauses)
+	if s.readsOver(req) {
+		np++
+	}
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, 0}
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		if l.Learn {
@@ -190,12 +196,24 @@ func checkInspect(req *quota.Request) error {
 	return r.Validate()
 }
 
+// learning returns the number of req's learning items.
+func learning(req *quota.Request) int {
+	nl := 0
+	for i := range req.Items {
+		if req.Items[i].Limit.Learn {
+			nl++
+		}
+	}
+	return nl
+}
+
 // parseInspect checks a reply of a peek of req (see reserve.lua, "Reply")
 // and makes the snapshot of it.
 func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 	const perItem = 5 // used, ahead, debt, next, exists
 	var snap Snapshot
-	n, np, nl := len(req.Items), len(req.Pauses), len(keys)-len(req.Items)-len(req.Pauses)
+	n, nl := len(req.Items), learning(req)
+	np := len(keys) - n - nl
 	out, ok := v.([]any)
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))

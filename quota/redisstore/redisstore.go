@@ -92,6 +92,10 @@ type Store struct {
 	guard   bool
 	workers workers
 
+	// oneServer: the client is a *redis.Client, so a script may read keys
+	// of any tag (see readsOver).
+	oneServer bool
+
 	// policy checks maxmemory-policy before the first decision; see
 	// checkPolicy.
 	policy policyCheck
@@ -158,6 +162,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		timeout: timeout,
 		clock:   opts.Clock,
 		guard:   !honoursDeadlines(client),
+		oneServer: func() bool {
+			_, ok := client.(*redis.Client)
+			return ok
+		}(),
 		workers: workers{jobs: make(chan func())},
 		seed:    maphash.MakeSeed(),
 	}
@@ -767,8 +775,9 @@ func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
 	return append(args, "l", cost, st.boxed[0], st.boxed[1], l.Period.Microseconds(), l.Rate, l.Capacity(), hi)
 }
 
-// keys returns the Redis keys of req: its items, then its pauses. They
-// share one allocation.
+// keys returns the Redis keys of req: its items, then its pauses, then
+// its Over pause when the store reads it (readsOver). They share one
+// allocation.
 func (s *Store) keys(req *quota.Request) []string {
 	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
@@ -780,21 +789,32 @@ func (s *Store) keys(req *quota.Request) []string {
 	for _, p := range req.Pauses {
 		parts = append(parts, quota.SafeKey(p))
 	}
-	kind := func(i int) KeyKind {
-		if i >= n {
-			return KeyPause
+	np := len(parts)
+	overTag := ""
+	if s.readsOver(req) {
+		overTag = quota.SafeKey(req.Over.Tag)
+		parts = append(parts, quota.SafeKey(req.Over.Key))
+	}
+	kind := func(i int) (KeyKind, string) {
+		switch {
+		case i < n:
+			return KeyItem, tag
+		case i < np:
+			return KeyPause, tag
 		}
-		return KeyItem
+		return KeyPause, overTag
 	}
 	total := 0
 	for i, p := range parts {
-		total += keyLen(s.prefix, kind(i), tag, p)
+		k, t := kind(i)
+		total += keyLen(s.prefix, k, t, p)
 	}
 	var b strings.Builder
 	b.Grow(total)
 	ends := make([]int, 0, len(parts))
 	for i, p := range parts {
-		writeKey(&b, s.prefix, kind(i), tag, p)
+		k, t := kind(i)
+		writeKey(&b, s.prefix, k, t, p)
 		ends = append(ends, b.Len())
 	}
 	all := b.String()
@@ -805,6 +825,16 @@ func (s *Store) keys(req *quota.Request) []string {
 		start = end
 	}
 	return keys
+}
+
+// readsOver reports whether a decision of req reads its Over pause: it
+// has one, and the client is one server's (a *redis.Client, standalone or
+// behind Sentinel), where a script may read a key of another tag. A Redis
+// Cluster runs a script on the one slot of its keys, and a Ring on the one
+// shard of its first key, so there the pause is left out: the request is
+// held by its own pauses alone (package doc, "Keys").
+func (s *Store) readsOver(req *quota.Request) bool {
+	return req.Over.Tag != "" && s.oneServer
 }
 
 // decision is a parsed reply of reserve.lua.

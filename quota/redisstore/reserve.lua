@@ -46,6 +46,12 @@ need, reads the pause keys with one MGET, keeps an item's state in one
 table (not a table per field), and makes the window view only for a call
 that has a window limit. A lone 1-GCRA decision makes 7 tables.
 
+Functions. Redis runs this file anew on every call, so each local
+function below is a closure made per call, about 0.1 µs of Redis time
+whether it is used or not: the path of GCRA and window items (parse,
+slot, charge, flush) is a few functions, and the kinds that always go
+alone (rolling windows, concurrency) share one to parse and one to charge.
+
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
 P, its end plus the period. A rolling key is a hash: field = bucket start
@@ -240,61 +246,49 @@ local function slot(x, t)
   return nil
 end
 
--- clash returns the error of a decision that meets key k after another
--- decision of the call charged it as a limit of another kind (a reload
--- that changed the limit's kind, with requests in flight): WRONGTYPE, as
--- it would get alone once the other's write is in. The decision fails
--- alone, and the flush writes each key as one kind only.
-local function clash(k)
-  return redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
-end
-
--- parseGCRA returns the item of GCRA key k whose arguments ("g" or "l")
--- start at ARGV[a], its state read through the view; or nil and an error
--- reply when the call charged k as a window.
-local function parseGCRA(k, a)
-  if winc ~= nil and winc[k] ~= nil then return nil, clash(k) end
-  local stored = gval[k]
-  if stored == nil then
-    stored = tonumber(redis.call('GET', k)) or 0
-    gval[k] = stored
+-- parseWindow returns the item of window key k whose arguments start at
+-- ARGV[a], with the counts of the windows it can charge read through the
+-- view; or nil and an error reply when the server's now is outside the
+-- windows the client computed.
+local function parseWindow(k, a)
+  local b = {}
+  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
+  local j
+  for w = 0, 3 do
+    if b[w] <= now and now < b[w + 1] then j = w break end
   end
-  return {kind = 'g', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-    dvt = tonumber(ARGV[a + 3]), stored = stored, tat = math.max(stored, now)}
-end
-
--- learn runs learning GCRA item x, whose arguments start at ARGV[a], at
--- the rate recorded in its learned key lk, clamped to [N, hi] (header,
--- "Learning"), and returns that rate.
-local function learn(x, a, lk)
-  local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
-  local L = tonumber(redis.call('HGET', lk, 'limit')) or N
-  L = math.min(math.max(L, N), hi)
-  if L ~= N then
-    x.T = math.floor((P + L - 1) / L)
-    x.dvt = math.floor(B * L / N) * x.T
+  if j == nil then
+    return nil, redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
+      ' is outside the windows the client computed: client clock off by more than a window')
   end
-  return L
+  local hz = math.min(j + 3, 4)
+  -- Only the windows the decision can charge, j .. horizon - 1: the
+  -- others matter only to the first charge of a window (flush).
+  if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
+  local h = wget(k, a + 3 + j, a + 2 + hz)
+  local c = {}
+  for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
+  return {kind = 'w', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
+    bs = b, at = a + 3, j = j, hz = hz, cnt = c}
 end
 
--- parseLease returns the item of concurrency key k whose arguments start
--- at ARGV[a], with its live leases counted.
-local function parseLease(k, a)
-  local x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-    lid = ARGV[a + 3], live = 0, soonest = nil}
-  x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
-  if x.live >= x.rate then
-    local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
-      'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-    x.soonest = tonumber(first[2])
+-- parseAlone returns the item of key k of a kind that is never coalesced,
+-- whose arguments start at ARGV[a]: a concurrency limit ("c"), with its
+-- live leases counted, or a rolling window ("r"), with its buckets expired
+-- by now walked over (header, "Rolling windows") and the earliest time it
+-- admits.
+local function parseAlone(kind, k, a)
+  if kind == 'c' then
+    local x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+      lid = ARGV[a + 3], live = 0, soonest = nil}
+    x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
+    if x.live >= x.rate then
+      local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
+        'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+      x.soonest = tonumber(first[2])
+    end
+    return x
   end
-  return x
-end
-
--- parseRolling returns the item of rolling key k whose arguments start at
--- ARGV[a]: its buckets expired by now walked over (header, "Rolling
--- windows") and the earliest time it admits.
-local function parseRolling(k, a)
   local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
     per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
@@ -326,60 +320,54 @@ local function parseRolling(k, a)
   return x
 end
 
--- parseWindow returns the item of window key k whose arguments start at
--- ARGV[a], with the counts of the windows it can charge read through the
--- view; or nil and an error reply when the call charged k as a GCRA limit
--- or the server's now is outside the windows the client computed.
-local function parseWindow(k, a)
-  if gw[k] then return nil, clash(k) end
-  local b = {}
-  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
-  local j
-  for w = 0, 3 do
-    if b[w] <= now and now < b[w + 1] then j = w break end
-  end
-  if j == nil then
-    return nil, redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
-      ' is outside the windows the client computed: client clock off by more than a window')
-  end
-  local hz = math.min(j + 3, 4)
-  -- Only the windows the decision can charge, j .. horizon - 1: the
-  -- others matter only to the first charge of a window (flush).
-  if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
-  local h = wget(k, a + 3 + j, a + 2 + hz)
-  local c = {}
-  for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
-  return {kind = 'w', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
-    bs = b, at = a + 3, j = j, hz = hz, cnt = c}
-end
-
 -- parseItems fills items with the n items of the request whose keys start
 -- after KEYS[kb] and whose items' arguments start at ARGV[a] (np pause
--- keys follow its item keys, then its learned keys). It returns the rates
--- its learning items run at (nil when it has none), or nil and an error
--- reply.
+-- keys follow its item keys, then its learned keys), GCRA and window
+-- state read through the view. It returns the rates its learning items
+-- run at (header, "Learning"; nil when it has none), or nil and an error
+-- reply. A request that meets a key the call charged as a limit of
+-- another kind (a reload changed the limit's kind, with requests in
+-- flight) fails alone with WRONGTYPE before it charges anything, as it
+-- would alone once the other's write was in: the flush writes each key as
+-- one kind only.
 local function parseItems(kb, a, n, np)
   local learned
   for i = 1, n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
-    local err
-    if kind == 'g' or kind == 'l' then
-      x, err = parseGCRA(k, a)
-      if x == nil then return nil, err end
+    local gcra = kind == 'g' or kind == 'l'
+    if (gcra and winc ~= nil and winc[k] ~= nil) or (kind == 'w' and gw[k]) then
+      return nil, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
+    end
+    if gcra then
+      local stored = gval[k]
+      if stored == nil then
+        stored = tonumber(redis.call('GET', k)) or 0
+        gval[k] = stored
+      end
+      x = {kind = 'g', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+        dvt = tonumber(ARGV[a + 3]), stored = stored, tat = math.max(stored, now)}
       if kind == 'l' then
+        -- Run at the rate its learned key records, clamped to [N, hi].
+        local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
         learned = learned or {}
-        local L = learn(x, a, KEYS[kb + n + np + #learned + 1])
+        local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
+        L = math.min(math.max(L, N), hi)
+        if L ~= N then
+          x.T = math.floor((P + L - 1) / L)
+          x.dvt = math.floor(B * L / N) * x.T
+        end
         learned[#learned + 1] = L
         a = a + 4
       end
       a = a + 4
     elseif kind == 'c' then
-      x = parseLease(k, a)
+      x = parseAlone(kind, k, a)
       a = a + 4
     elseif kind == 'r' then
-      x = parseRolling(k, a)
+      x = parseAlone(kind, k, a)
       a = a + 5
     else
+      local err
       x, err = parseWindow(k, a)
       if x == nil then return nil, err end
       a = a + 8
@@ -409,143 +397,121 @@ local function sameAsLast(kb, ab)
   return true
 end
 
--- refresh readies last's n items for a request that reuses them: a GCRA
--- item's state is read again from the view; a window item's counts
--- already follow it (a charge adds to both).
-local function refresh(n)
-  for i = 1, n do
-    local x = items[i]
-    if x.kind == 'g' then
-      x.stored = gval[x.key]
-      x.tat = math.max(x.stored, now)
+-- load readies items for the request at (kb, ab), with n items and np
+-- pauses, and reads its pauses: last's, when it has last's arguments and
+-- keys (a GCRA item's state read again from the view; a window item's
+-- counts already follow it, a charge adds to both), else parsed, the
+-- pause keys read in one MGET (only pause.lua writes them: strings), and
+-- remembered as last when a request after it may reuse them (a call of
+-- several requests; stacks of GCRA and window limits without learning).
+-- It returns the learning items' rates (or nil), the latest paused-until
+-- and the pause values read; or nil and an error reply.
+local function load(kb, ab, n, np)
+  if sameAsLast(kb, ab) then
+    for i = 1, n do
+      local x = items[i]
+      if x.kind == 'g' then
+        x.stored = gval[x.key]
+        x.tat = math.max(x.stored, now)
+      end
     end
+    return nil, last.paused, last.v
   end
-end
-
--- readPauses returns the latest paused-until of the np pause keys after
--- KEYS[kb], read in one MGET (only pause.lua writes them: strings), and
--- the values read.
-local function readPauses(kb, np)
+  last = nil
+  local learned, err = parseItems(kb, ab + 5, n, np)
+  if err ~= nil then return nil, nil, nil, err end
   local paused, v = 0, nil
   if np > 0 then
-    v = redis.call('MGET', unpack(KEYS, kb + 1, kb + np))
+    v = redis.call('MGET', unpack(KEYS, kb + n + 1, kb + n + np))
     for p = 1, #v do
       local u = tonumber(v[p])
       if u and u > paused then paused = u end
     end
   end
-  return paused, v
-end
-
--- remember makes the request at (kb, ab), just parsed, last, when a
--- request after it may reuse its parse: only a call of several requests
--- has one, and only a stack of GCRA and window limits without learning is
--- reused.
-local function remember(kb, ab, n, paused, v, learned)
-  if m == 1 or learned ~= nil then return end
+  if m == 1 or learned ~= nil then return learned, paused, v end
   for i = 1, n do
     local kind = items[i].kind
-    if kind ~= 'g' and kind ~= 'w' then return end
+    if kind ~= 'g' and kind ~= 'w' then return learned, paused, v end
   end
   last = {kb = kb, ab = ab, paused = paused, v = v}
+  return learned, paused, v
 end
 
--- drainPaused drains the GCRA buckets a pause until paused holds back: at
--- its end each has room for this request alone, drained by at most
--- quota.PauseDrain (package quota's doc, "After a pause").
-local function drainPaused(n, paused)
-  for i = 1, n do
-    local x = items[i]
-    if x.kind == 'g' then
-      x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+-- slotTime returns the earliest time t at which all n items admit the
+-- request, not before paused; the item that set it (0-based, -1 none, -2
+-- the pause); whether it was found within 16 rounds and every item's
+-- horizon (a GCRA or rolling limit moves t at most once, a window at most
+-- once per window of its horizon); and the first concurrency item with no
+-- lease left, if any, which takes no part in the fixpoint: a limit with a
+-- free lease admits at any time.
+local function slotTime(n, paused)
+  -- A pause drains the GCRA buckets it holds back: at its end each has
+  -- room for this request alone, drained by at most quota.PauseDrain
+  -- (package quota's doc, "After a pause").
+  if paused > 0 and not peek then
+    for i = 1, n do
+      local x = items[i]
+      if x.kind == 'g' then
+        x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+      end
     end
   end
-end
-
--- earliest returns the earliest time from t on at which item x admits the
--- request, and whether that lies beyond what x can decide (its horizon).
--- A concurrency limit takes no part: it admits at any time or never.
-local function earliest(x, t)
-  local kind = x.kind
-  if kind == 'g' then return x.tat + x.cost * x.T - x.dvt, false end
-  if kind == 'c' then return t, false end
-  if kind == 'r' then
-    local e = math.max(t, x.due)
-    return e, e > now + x.per + x.wid
-  end
-  local k = slot(x, t)
-  if k == nil then return t, true end
-  if x.cnt[k] + x.cost <= x.rate then return t, false end
-  local e = x.bs[k + 1]
-  return e, e >= x.bs[x.hz]
-end
-
--- fixpoint returns the earliest time t at which all n items admit the
--- request, not before paused, the item that set it (0-based, -1 none, -2
--- the pause) and whether it was found within the rounds and horizons.
-local function fixpoint(n, paused)
-  local t, decider = now, -1
+  local t, decider, ok = now, -1, false
   if paused > t then t, decider = paused, -2 end
   for _ = 1, 16 do
-    local moved = false
+    local moved, beyond = false, false
     for i = 1, n do
-      local e, beyond = earliest(items[i], t)
+      local x = items[i]
+      local kind, e = x.kind, t
+      if kind == 'g' then
+        e = x.tat + x.cost * x.T - x.dvt
+      elseif kind == 'r' then
+        e = math.max(t, x.due)
+        beyond = e > now + x.per + x.wid
+      elseif kind == 'w' then
+        local k = slot(x, t)
+        if k == nil then
+          beyond = true
+        elseif x.cnt[k] + x.cost > x.rate then
+          e = x.bs[k + 1]
+          beyond = e >= x.bs[x.hz]
+        end
+      end
       if e > t then t, decider, moved = e, i - 1, true end
-      if beyond then return t, decider, false end
+      if beyond then break end
     end
-    if not moved then return t, decider, true end
+    if beyond then break end
+    if not moved then ok = true break end
   end
-  return t, decider, false
-end
-
--- fullLease returns the first concurrency item of the n that has no lease
--- left and its index (0-based), or nil.
-local function fullLease(n)
   for i = 1, n do
     local x = items[i]
-    if x.kind == 'c' and x.live + 1 > x.rate then return x, i - 1 end
+    if x.kind == 'c' and x.live + 1 > x.rate then return t, i - 1, ok, x end
   end
-  return nil
+  return t, decider, ok, nil
 end
 
--- chargeGCRA books GCRA item x at slot t in the view when allowed, and
--- returns its remaining, reset after, mark and prev (header, "Reply").
-local function chargeGCRA(x, allowed, t)
-  local T, dvt = x.T, x.dvt
-  if not allowed then
-    return math.floor((dvt - (x.tat - now)) / T), x.tat - now, 0, 0
+-- chargeAlone charges item x of a kind that is never coalesced at slot t
+-- when allowed, writing its key at once, and returns its remaining, reset
+-- after and mark: a concurrency limit adds its lease, expiring at t plus
+-- its TTL; a rolling window counts in the bucket holding t.
+local function chargeAlone(x, allowed, t)
+  local rem, reset, mark = 0, 0, 0
+  if x.kind == 'c' then
+    local held = x.live
+    if allowed then
+      held = held + 1
+      redis.call('ZREMRANGEBYSCORE', x.key, '-inf', now)
+      redis.call('ZADD', x.key, t + x.T, x.lid)
+    end
+    if held > 0 then
+      local latest = redis.call('ZRANGE', x.key, 0, 0, 'REV', 'WITHSCORES')
+      reset = tonumber(latest[2]) - now
+      if allowed then redis.call('PEXPIRE', x.key, ttl(reset)) end
+    end
+    return x.rate - held, reset, 0
   end
-  local set = math.max(x.tat, t) + x.cost * T
-  if not gw[x.key] then
-    gw[x.key] = true
-    gorder[#gorder + 1] = x.key
-  end
-  gval[x.key] = set
-  return math.floor((dvt - (set - t)) / T), set - now, set, x.stored
-end
-
--- chargeLease adds concurrency item x's lease, expiring at slot t plus its
--- TTL, when allowed, and returns its remaining and reset after.
-local function chargeLease(x, allowed, t)
-  local held, reset = x.live, 0
-  if allowed then
-    held = held + 1
-    redis.call('ZREMRANGEBYSCORE', x.key, '-inf', now)
-    redis.call('ZADD', x.key, t + x.T, x.lid)
-  end
-  if held > 0 then
-    local latest = redis.call('ZRANGE', x.key, 0, 0, 'REV', 'WITHSCORES')
-    reset = tonumber(latest[2]) - now
-    if allowed then redis.call('PEXPIRE', x.key, ttl(reset)) end
-  end
-  return x.rate - held, reset
-end
-
--- chargeRolling counts rolling item x in the bucket holding slot t when
--- allowed, and returns its remaining, reset after and mark.
-local function chargeRolling(x, allowed, t)
   local W, P, new = x.wid, x.per, x.new
-  local rem, mark = x.rate - x.sum, 0
+  rem = x.rate - x.sum
   if allowed then
     -- What it counts at t before this charge: the charged bucket holds t,
     -- so it has not expired then.
@@ -561,41 +527,8 @@ local function chargeRolling(x, allowed, t)
     redis.call('PEXPIRE', x.key, ttl(new + W + P - now))
     mark = b
   end
-  local reset = 0
   if new then reset = new + W + P - now end
   return rem, reset, mark
-end
-
--- chargeWindow books window item x in the window holding slot t in the
--- view when allowed, and returns its remaining, reset after and mark.
-local function chargeWindow(x, allowed, t)
-  local b, k, mark = x.bs, x.j, 0
-  if allowed then
-    k = slot(x, t)
-    local f = ARGV[x.at + k]
-    local inc = winc[x.key]
-    if inc == nil then
-      inc = {}
-      winc[x.key] = inc
-      worder[#worder + 1] = x.key
-    end
-    inc[f] = (inc[f] or 0) + x.cost
-    wval[x.key][f] = wval[x.key][f] + x.cost
-    mark = b[k]
-    -- The first charge of a window drops the windows that have ended and
-    -- sets the key's expiry (flush). A later charge of the same window has
-    -- nothing to do: the key's TTL covers every window with a count (only
-    -- this script and after.lua write counts, each with that TTL), and no
-    -- window has ended since the first charge of the window of now.
-    if x.cnt[k] == 0 then
-      local cl = wclean[x.key]
-      if cl == nil or b[k + 1] > cl.last then
-        wclean[x.key] = {b = b, j = x.j, at = x.at, last = b[k + 1]}
-      end
-    end
-    x.cnt[k] = x.cnt[k] + x.cost
-  end
-  return x.rate - x.cnt[k], b[k + 1] - now, mark
 end
 
 -- peekItem appends to reply, from index r on, the figures a peek adds for
@@ -629,19 +562,56 @@ local function peekItem(reply, r, x, rem)
 end
 
 -- replyItems appends to reply each of the n items' figures (header,
--- "Reply"), charging each at slot t when allowed.
+-- "Reply"), charging each at slot t when allowed: GCRA and window items
+-- in the call's view, written by flush.
 local function replyItems(reply, n, allowed, t)
   for i = 1, n do
     local x = items[i]
     local kind, rem, reset, mark, prev = x.kind, 0, 0, 0, 0
     if kind == 'g' then
-      rem, reset, mark, prev = chargeGCRA(x, allowed, t)
-    elseif kind == 'c' then
-      rem, reset = chargeLease(x, allowed, t)
-    elseif kind == 'r' then
-      rem, reset, mark = chargeRolling(x, allowed, t)
+      local T, dvt = x.T, x.dvt
+      if allowed then
+        local set = math.max(x.tat, t) + x.cost * T
+        if not gw[x.key] then
+          gw[x.key] = true
+          gorder[#gorder + 1] = x.key
+        end
+        gval[x.key] = set
+        rem, reset, mark, prev = math.floor((dvt - (set - t)) / T), set - now, set, x.stored
+      else
+        rem, reset = math.floor((dvt - (x.tat - now)) / T), x.tat - now
+      end
+    elseif kind == 'w' then
+      local b, k = x.bs, x.j
+      if allowed then
+        k = slot(x, t)
+        local f = ARGV[x.at + k]
+        local inc = winc[x.key]
+        if inc == nil then
+          inc = {}
+          winc[x.key] = inc
+          worder[#worder + 1] = x.key
+        end
+        inc[f] = (inc[f] or 0) + x.cost
+        wval[x.key][f] = wval[x.key][f] + x.cost
+        mark = b[k]
+        -- The first charge of a window drops the windows that have ended
+        -- and sets the key's expiry (flush). A later charge of the same
+        -- window has nothing to do: the key's TTL covers every window with
+        -- a count (only this script and after.lua write counts, each with
+        -- that TTL), and no window has ended since the first charge of the
+        -- window of now.
+        if x.cnt[k] == 0 then
+          local cl = wclean[x.key]
+          if cl == nil or b[k + 1] > cl.last then
+            wclean[x.key] = {b = b, j = x.j, at = x.at, last = b[k + 1]}
+          end
+        end
+        x.cnt[k] = x.cnt[k] + x.cost
+      end
+      rem, reset = x.rate - x.cnt[k], b[k + 1] - now
     else
-      rem, reset, mark = chargeWindow(x, allowed, t)
+      rem, reset, mark = chargeAlone(x, allowed, t)
     end
     if rem < 0 then rem = 0 end
     if reset < 0 then reset = 0 end
@@ -656,23 +626,9 @@ end
 local function decide(kb, ab)
   local maxwait = tonumber(ARGV[ab + 1])
   local n, np = tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
-  local learned, paused, v
-  if sameAsLast(kb, ab) then
-    refresh(n)
-    paused, v = last.paused, last.v
-  else
-    last = nil
-    local err
-    learned, err = parseItems(kb, ab + 5, n, np)
-    if err ~= nil then return err end
-    paused, v = readPauses(kb + n, np)
-    remember(kb, ab, n, paused, v, learned)
-  end
-  if paused > 0 and not peek then drainPaused(n, paused) end
-
-  local t, decider, ok = fixpoint(n, paused)
-  local full, fi = fullLease(n)
-  if full ~= nil then decider = fi end
+  local learned, paused, v, err = load(kb, ab, n, np)
+  if err ~= nil then return err end
+  local t, decider, ok, full = slotTime(n, paused)
   local allowed = not peek and full == nil and ok and t - now <= maxwait
   if full ~= nil and full.soonest > t then t = full.soonest end
   local reply = {0, now, t, decider}
@@ -689,14 +645,6 @@ local function decide(kb, ab)
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
   return reply
-end
-
--- flushGCRA writes the GCRA keys the call charged: each once.
-local function flushGCRA()
-  for _, k in ipairs(gorder) do
-    local v = gval[k]
-    redis.call('SET', k, v, 'PX', ttl(v - now))
-  end
 end
 
 -- cleanWindows does what the first charge of a window of key k, cl (see
@@ -733,9 +681,14 @@ local function cleanWindows(k, cl)
   redis.call('PEXPIRE', k, px)
 end
 
--- flushWindows writes the window counts the call charged: per key, its
--- increments, then its clean-up when it had a window's first charge.
-local function flushWindows()
+-- flush writes what the call charged in its view: each GCRA key once,
+-- then per window key its increments and, when it had a window's first
+-- charge, its clean-up.
+local function flush()
+  for _, k in ipairs(gorder) do
+    local v = gval[k]
+    redis.call('SET', k, v, 'PX', ttl(v - now))
+  end
   if worder == nil then return end
   for _, k in ipairs(worder) do
     for f, c in pairs(winc[k]) do
@@ -757,6 +710,5 @@ for r = 1, m do
   kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3]) + tonumber(ARGV[ab + 4])
   ab = ab + tonumber(ARGV[ab])
 end
-flushGCRA()
-flushWindows()
+flush()
 return out
