@@ -62,10 +62,16 @@ const (
 	// back only where it cannot let later requests exceed the limit (see
 	// package quota, "Settle").
 	Settled
+	// SettleMalformed: the response reported an actual cost in the limit
+	// Limit above the limit's rate, more than it admits in one period or
+	// window (quota.Implausible), which no vendor enforcing the limit
+	// could have served: the figure was not settled, and the limit keeps
+	// the estimate. Delta is the figure reported minus the estimate.
+	SettleMalformed
 )
 
 var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back",
-	"leased", "released", "lease_expired", "settled"}
+	"leased", "released", "lease_expired", "settled", "settle_malformed"}
 
 // String returns the kind in snake case, e.g. "upstream_throttled", or
 // EventKind(n) for a kind this version does not know.
@@ -101,8 +107,8 @@ type Event struct {
 	Err error
 	// Policy is the on_store_error policy that decided (FellBack).
 	Policy providers.StoreErrorPolicy
-	// Delta is, for Settled, the actual cost minus the estimate in the
-	// limit's units (a model API's tokens).
+	// Delta is, for Settled and SettleMalformed, the actual cost minus
+	// the estimate in the limit's units (a model API's tokens).
 	Delta int64
 	// Items and Statuses are the stack and its state after the decision
 	// (Decided, Refused).
@@ -121,8 +127,8 @@ type Observer interface {
 }
 
 // SlogObserver logs every event that is not routine to logger: refusals,
-// cancellations, upstream throttles, pauses, store errors, fallbacks and
-// leases left to expire at Warn; waits, leases taken and released and
+// cancellations, upstream throttles, pauses, store errors, fallbacks,
+// leases left to expire and malformed usage figures at Warn; waits, leases taken and released and
 // settled costs at Debug. Decisions that let a request go at once are not
 // logged. Scope values (tenant ids) are never logged.
 func SlogObserver(logger *slog.Logger) Observer { return slogObserver{logger} }
@@ -159,7 +165,7 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 	if e.Kind == FellBack {
 		attrs = append(attrs, slog.String("policy", e.Policy.String()))
 	}
-	if e.Kind == Settled {
+	if e.Kind == Settled || e.Kind == SettleMalformed {
 		attrs = append(attrs, slog.Int64("delta", e.Delta))
 	}
 	if e.Err != nil {

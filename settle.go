@@ -107,11 +107,13 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 func settleFunc(ctx context.Context, observe func(context.Context, Event), provider string, q *quota.Request, rsv *quota.Reservation) func(map[string]int64) {
 	names := make([]string, len(q.Items))
 	estimates := make([]int64, len(q.Items))
+	rates := make([]int64, len(q.Items)) // as decided: a learning limit at its learned rate
 	for i, it := range q.Items {
 		names[i] = it.Limit.Name
 		estimates[i] = -1 // not settled: the estimate stays (quota.Reservation.Settle)
 		if k := it.Limit.Kind; k == quota.GCRA || k == quota.Window {
 			estimates[i] = q.CostOf(i)
+			rates[i] = it.Limit.Learned(rsv.Limits[i].Rate).Rate
 		}
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -120,9 +122,17 @@ func settleFunc(ctx context.Context, observe func(context.Context, Event), provi
 		any := false
 		for i, name := range names {
 			actual[i] = -1
-			if c, ok := costs[name]; ok && c >= 0 {
-				actual[i], any = c, true
+			c, ok := costs[name]
+			if !ok || c < 0 {
+				continue
 			}
+			// The store keeps the estimate for such a figure too; this
+			// says so (a sum of two figures may even be above 2^51).
+			if estimates[i] >= 0 && quota.Implausible(c, rates[i]) {
+				t.observe(ctx, Event{Kind: SettleMalformed, Provider: provider, Limit: name, Delta: c - estimates[i]})
+				continue
+			}
+			actual[i], any = c, true
 		}
 		if !any {
 			return

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota/redisstore"
 	"github.com/fleetquota/throttle/throttletest"
 )
 
@@ -251,5 +255,64 @@ providers:
 	var le *throttle.LimitError
 	if err := get(ctx, "/none", map[string]int64{"tpm": 900}); !errors.As(err, &le) {
 		t.Fatalf("after a context Settler that settles nothing: %v, want refused", err)
+	}
+}
+
+// TestSettleHostileUsage is review finding N1: a vendor's response claims
+// a billion tokens (or two figures whose sum is above 2^51) on a
+// 20000/min limit. The figure is more than the limit admits in a minute,
+// so it is malformed: reported as SettleMalformed, not a StoreError, and
+// the limit keeps the estimate, in the memory store and in Redis (it was
+// refused to the whole fleet for 833 hours).
+func TestSettleHostileUsage(t *testing.T) {
+	t.Parallel()
+	v := settleVendor(t, map[string]string{
+		"/huge": `{"usage":{"total_tokens":1000000000}}`,
+		"/sum":  `{"usage":{"prompt_tokens":2251799813685247,"completion_tokens":2251799813685247}}`,
+	})
+	const yaml = `
+providers:
+  llm:
+    hosts: ["HOST"]
+    on_limit: fail
+    limits: [{name: tpm, limit: 20000/min burst 10000}]
+    settle: {format: openai, usage: {tokens: tpm}}
+`
+	srv := redistest.Start(t)
+	rs, err := redisstore.New(srv.Client(t), redisstore.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []struct {
+		name string
+		opts []throttle.Option
+	}{{"memory", nil}, {"redis", []throttle.Option{throttle.WithStore(rs)}}} {
+		rec := &recorder{}
+		tr, _ := e2eTransport(t, yaml, v.Host(), append(store.opts, throttle.WithObserver(rec))...)
+		ctx := context.Background()
+		for _, path := range []string{"/huge", "/sum"} {
+			if err := settleGet(ctx, tr, v.URL+path, map[string]int64{"tpm": 100}, -1); err != nil {
+				t.Fatalf("%s %s: %v", store.name, path, err)
+			}
+		}
+		// 200 of the burst of 10000 reserved: the rest is still there.
+		if err := settleGet(ctx, tr, v.URL+"/none", map[string]int64{"tpm": 9800}, -1); err != nil {
+			t.Errorf("%s: after the hostile figures: %v, want the 9800 left admitted", store.name, err)
+		}
+		var malformed []int64
+		for _, e := range rec.snapshot() {
+			switch e.Kind {
+			case throttle.SettleMalformed:
+				if e.Limit != "tpm" {
+					t.Errorf("%s: SettleMalformed names limit %q, want tpm", store.name, e.Limit)
+				}
+				malformed = append(malformed, e.Delta)
+			case throttle.StoreError, throttle.Settled:
+				t.Errorf("%s: %v event (%v), want none", store.name, e.Kind, e.Err)
+			}
+		}
+		if want := []int64{1_000_000_000 - 100, 2*2251799813685247 - 100}; !slices.Equal(malformed, want) {
+			t.Errorf("%s: SettleMalformed deltas %v, want %v", store.name, malformed, want)
+		}
 	}
 }

@@ -69,6 +69,8 @@
 //	                                                  requests wait out once past the limit)
 //	throttle.settle.refund    counter {cost}          cost of estimates left unused and asked back
 //	                                                  (the store gives it back only where safe)
+//	throttle.settle.malformed counter {figure}        actual costs reported above the limit's rate,
+//	                                                  not settled (the estimates stayed charged)
 //	    throttle.provider.name, throttle.limit.name (the limit settled)
 //
 // throttle.lease.count follows the conventions' count of things in use

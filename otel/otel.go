@@ -65,6 +65,7 @@ type Observer struct {
 	expirations   metric.Int64Counter
 	debt          metric.Int64Counter
 	refund        metric.Int64Counter
+	malformed     metric.Int64Counter
 }
 
 var _ throttle.Observer = (*Observer)(nil)
@@ -106,7 +107,7 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	m := s.mp.Meter(ScopeName)
 	var o Observer
-	var errs [13]error
+	var errs [14]error
 	o.decisions, errs[0] = m.Int64Counter("throttle.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions of the quota store (or the local limiter), by outcome and deciding limit."))
 	o.wait, errs[1] = m.Float64Histogram("throttle.wait.duration", metric.WithUnit("s"),
@@ -134,6 +135,8 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithDescription("Cost charged beyond the reserved estimates when the actual costs were settled."))
 	o.refund, errs[12] = m.Int64Counter("throttle.settle.refund", metric.WithUnit("{cost}"),
 		metric.WithDescription("Cost of reserved estimates left unused and asked back when the actual costs were settled."))
+	o.malformed, errs[13] = m.Int64Counter("throttle.settle.malformed", metric.WithUnit("{figure}"),
+		metric.WithDescription("Actual costs reported above the limit's rate, not settled: the estimates stayed charged."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -182,6 +185,8 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 		} else if e.Delta < 0 {
 			o.refund.Add(ctx, -e.Delta, byLimit(e))
 		}
+	case throttle.SettleMalformed:
+		o.malformed.Add(ctx, 1, byLimit(e))
 		// Kinds the transport reports later get an instrument of their
 		// own here and a line in the package doc; until then they are
 		// not recorded.

@@ -237,7 +237,8 @@ throttle.upstream.throttles [{throttle}] {http.response.status_code=429 throttle
 }
 
 // Leases and settled costs, given directly: the lease count goes up and
-// down, the excess and the refunds add up by limit.
+// down, the excess and the refunds add up by limit, malformed figures
+// count.
 func TestMetricsOfLeasesAndDebt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -251,6 +252,7 @@ func TestMetricsOfLeasesAndDebt(t *testing.T) {
 		{Kind: throttle.Settled, Provider: "vendor", Limit: "tpm", Delta: 300},
 		{Kind: throttle.Settled, Provider: "vendor", Limit: "tpm", Delta: -200},
 		{Kind: throttle.Settled, Provider: "vendor", Limit: "output", Delta: -50},
+		{Kind: throttle.SettleMalformed, Provider: "vendor", Limit: "tpm", Delta: 999_999_900},
 	} {
 		f.obs.Observe(ctx, e)
 	}
@@ -260,6 +262,7 @@ throttle.lease.count [{lease}] {throttle.provider.name=vendor} 1
 throttle.lease.expirations [{lease}] {throttle.provider.name=vendor} 1
 throttle.lease.releases [{lease}] {throttle.provider.name=vendor} 1
 throttle.settle.debt [{cost}] {throttle.limit.name=tpm throttle.provider.name=vendor} 300
+throttle.settle.malformed [{figure}] {throttle.limit.name=tpm throttle.provider.name=vendor} 1
 throttle.settle.refund [{cost}] {throttle.limit.name=output throttle.provider.name=vendor} 50
 throttle.settle.refund [{cost}] {throttle.limit.name=tpm throttle.provider.name=vendor} 200
 `)

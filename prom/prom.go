@@ -53,6 +53,8 @@ var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 
 // knows) count in throttle_events_total as the events leased, released
 // and lease_expired; throttle_leases_held is the first less the two
 // others, per process: sum it over the fleet for the leases held in all.
+// Usage figures above a limit's rate, which were not settled, count as
+// settle_malformed, by limit.
 //
 // throttle_remaining reports a limit only where the provider's requests
 // share one state: a limit of scope provider, or the shared state that a

@@ -207,7 +207,10 @@
 //   - GCRA, an excess (delta > 0): the tat moves to max(tat, now) +
 //     delta*T, even past the tolerance: a debt that delays the requests
 //     after it, so that only the one request already sent exceeds the
-//     limit.
+//     limit. It moves no further than now + Limit.DebtReach (the period
+//     plus the tolerance), so the next request waits at most one period
+//     (and its own interval) for any debt, however many settles pile up:
+//     by then the vendor's limit has refilled.
 //   - GCRA, a refund: only while the stored tat is still the mark this
 //     reservation set, that is while no later reservation was placed on
 //     it (the rule of Cancel's "Equal" case, and for the same reason: a
@@ -223,6 +226,14 @@
 //   - Rolling window, and Concurrency: not settled; the estimate stays
 //     charged (a rolling bucket's count cannot tell this reservation's
 //     share from the later ones', and a lease counts 1 whatever the cost).
+//
+// An actual cost above the limit's rate (Implausible: more than it admits
+// in one period or window, for a learning limit at the rate it was
+// decided at) is malformed, since no vendor enforcing the limit could
+// have served it to one request: that limit keeps its estimate. So one
+// response's usage figure blocks a GCRA limit for at most a period, and a
+// window for at most the rest of the window, with a figure the window
+// could have held.
 //
 // # Sync
 //

@@ -449,12 +449,14 @@ func refund(items []item, now, t int64, marks []mark, id uint64) {
 
 // settle books, per item, the actual cost of a reservation charged its
 // estimate it.cost as marks says (package doc "Settle"); an actual below
-// zero leaves the item as it is, and leases and rolling windows are not
-// settled. now is the store's time.
+// zero or Implausible leaves the item as it is, and leases and rolling
+// windows are not settled. now is the store's time; it.lim is the limit
+// as decided (a learning limit at its learned rate).
 func settle(items []item, now int64, marks []mark, actual []int64) {
 	for i := range items {
 		it := &items[i]
-		if actual[i] < 0 || actual[i] == it.cost || it.lim.Kind == Concurrency || it.lim.Kind == Rolling {
+		if actual[i] < 0 || actual[i] == it.cost || it.lim.Kind == Concurrency || it.lim.Kind == Rolling ||
+			Implausible(actual[i], it.lim.Rate) {
 			continue
 		}
 		delta := actual[i] - it.cost
@@ -462,8 +464,10 @@ func settle(items []item, now int64, marks []mark, actual []int64) {
 			T := it.lim.Interval()
 			delta = min(delta, MaxExact/T) // keeps stored times exact
 			switch {
-			case delta > 0: // debt: the next requests wait for it
-				it.c.tat = max(it.c.tat, now) + delta*T
+			case delta > 0: // debt: the next requests wait for it, at most a period from now
+				if tat := min(max(it.c.tat, now)+delta*T, now+it.lim.DebtReach()); tat > it.c.tat {
+					it.c.tat = tat
+				}
 			case it.c.tat == marks[i].set: // the latest reservation: as if it cost actual
 				it.c.tat = marks[i].set + delta*T
 				if it.c.tat <= now {

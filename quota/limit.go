@@ -16,6 +16,21 @@ var ErrInvalid = errors.New("quota: invalid")
 // is 71 years, far beyond any vendor's limit.
 const MaxExact = 1 << 51
 
+// Implausible reports whether actual, the cost a response reported for
+// one request, is above rate, what its limit admits in one period or
+// window (Limit.Rate; for a learning limit the Status.Rate it was decided
+// at): no vendor enforcing the limit could have served that much to one
+// request, so the figure is malformed, and Settle books the estimate
+// instead (package doc "Settle").
+func Implausible(actual, rate int64) bool { return actual > rate }
+
+// DebtReach is how far past now, in µs, a settled debt may take a GCRA
+// limit's theoretical arrival time: its period plus its tolerance, so
+// that the next request waits at most one period (and its own interval)
+// for the debt (package doc "Settle"). The vendor's limit has refilled
+// by then, whatever a response said.
+func (l *Limit) DebtReach() int64 { return l.Period.Microseconds() + l.Tolerance() }
+
 // Kind says which algorithm a Limit uses.
 type Kind uint8
 

@@ -104,3 +104,67 @@ func BenchmarkMemoryStoreMillionTenants(b *testing.B) {
 	}
 	b.ReportMetric(float64(f.store.Len()), "keys")
 }
+
+// BenchmarkMemoryStoreHeapPerValue measures the heap the memory store
+// holds per distinct scope value (docs/operations.md, "The memory store"
+// and "Untrusted scope values"): values of 20 bytes ("acct_" and 15
+// digits), each decided once on a clock that does not move, so no key is
+// idle, with a daily window per value, or a 10/s GCRA limit and a daily
+// window per value, under one provider tag or a tag per value (keys:
+// per_tenant). B/value is the growth of the live heap after a GC divided
+// by the values, so it includes each key's share of the store's maps as
+// they stand at that count (a map grows by doubling: the figure moves a
+// little with the count).
+//
+//	go test -run '^$' -bench MemoryStoreHeapPerValue/values=300000 -benchtime 1x ./quota/
+func BenchmarkMemoryStoreHeapPerValue(b *testing.B) {
+	peak := &quota.Limit{Name: "tenant", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 1000, Calendar: quota.Calendar{Unit: quota.Day}}
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	for _, values := range []int{300_000, 1_000_000} {
+		for _, c := range []struct {
+			name   string
+			limits []*quota.Limit
+			perTag bool
+		}{
+			{"daily,one-tag", []*quota.Limit{daily}, false},
+			{"daily,tag-per-value", []*quota.Limit{daily}, true},
+			{"gcra+daily,one-tag", []*quota.Limit{peak, daily}, false},
+			{"gcra+daily,tag-per-value", []*quota.Limit{peak, daily}, true},
+		} {
+			b.Run("values="+strconv.Itoa(values)+"/"+c.name, func(b *testing.B) {
+				var per float64
+				for range b.N {
+					clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+					base := heap()
+					m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+					items := make([]quota.Item, len(c.limits))
+					for i := range values {
+						v := "acct_" + strconv.FormatInt(1e14+int64(i), 10)
+						for j, l := range c.limits {
+							items[j] = quota.Item{Limit: l, Key: quota.KeyOf(l.Name, v)}
+						}
+						req := quota.Request{Tag: "p", Items: items}
+						if c.perTag {
+							req.Tag = "p:" + v
+						}
+						if res, err := m.Reserve(context.Background(), &req); err != nil || !res.Allowed {
+							b.Fatalf("Reserve: %v, %v", res, err)
+						}
+					}
+					per = float64(heap()-base) / float64(values)
+					if got := m.Len(); got != values*len(c.limits) {
+						b.Fatalf("%d keys held, want %d", got, values*len(c.limits))
+					}
+				}
+				b.ReportMetric(per, "B/value")
+			})
+		}
+	}
+}

@@ -323,7 +323,9 @@ func (r *Reservation) Renew(ctx context.Context) error {
 // doc "Settle"). actual has one entry per item of the request: the actual
 // cost in that limit, or -1 to keep what was charged; Concurrency and
 // Rolling items are ignored. An excess is charged even past the limit, as a debt that delays
-// the requests after it; a refund comes back where it cannot let later
+// the requests after it, by at most about a period (Limit.DebtReach); an
+// actual above the limit's rate is malformed (Implausible) and keeps the
+// estimate; a refund comes back where it cannot let later
 // requests exceed the limit, and is dropped otherwise. A second Settle, and
 // a Settle of a denied or cancelled reservation, do nothing.
 func (r *Reservation) Settle(ctx context.Context, actual []int64) error {

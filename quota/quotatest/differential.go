@@ -129,11 +129,16 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 			actual := make([]int64, len(h.model.req.Items))
 			for i := range actual {
 				est := h.model.req.CostOf(i)
-				switch rng.IntN(4) {
+				switch rng.IntN(5) {
 				case 0:
 					actual[i] = -1
 				case 1:
 					actual[i] = est + 1 + rng.Int64N(3) // an excess
+				case 2:
+					// A large excess, its debt cut at the limit's reach,
+					// or above the rate: implausible, not settled.
+					r := h.model.req.Items[i].Limit.Rate
+					actual[i] = est + r/2 + rng.Int64N(r+1)
 				default:
 					actual[i] = rng.Int64N(est + 1) // a refund, or none
 				}

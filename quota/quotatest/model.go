@@ -384,12 +384,13 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 	}
 }
 
-// Settle books r's actual costs at now (one per item, below zero: as
-// charged), as the design says: an excess is a debt charged at now (a
-// charge of the excess at slot now); a GCRA refund only when r's charge is
-// the last of its key (no later one could have been placed on it), the
-// charge then counting the actual cost; a window refund while the window
-// is open. Leases and rolling windows are not settled.
+// Settle books r's actual costs at now (one per item, below zero or
+// quota.Implausible: as charged), as the design says: an excess is a debt
+// charged at now (a charge of the excess at slot now), cut where it would
+// take the tat past now + the limit's DebtReach; a GCRA refund only when
+// r's charge is the last of its key (no later one could have been placed
+// on it), the charge then counting the actual cost; a window refund while
+// the window is open. Leases and rolling windows are not settled.
 func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 	n := micros(now)
 	if !r.Allowed || r.settled {
@@ -400,7 +401,8 @@ func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 	for i, it := range r.req.Items {
 		est := r.req.CostOf(i)
 		r.used[i] = est
-		if actual[i] < 0 || actual[i] == est || it.Limit.Kind == quota.Concurrency || it.Limit.Kind == quota.Rolling {
+		if actual[i] < 0 || actual[i] == est || it.Limit.Kind == quota.Concurrency || it.Limit.Kind == quota.Rolling ||
+			quota.Implausible(actual[i], it.Limit.Learned(r.Limits[i].Rate).Rate) {
 			continue
 		}
 		r.used[i] = min(est, actual[i])
@@ -411,7 +413,10 @@ func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 			cs := m.gcra[k]
 			switch {
 			case delta > 0:
-				*cs = append(*cs, &charge{slot: n, occupy: delta * T})
+				from := max(cs.tat(), n)
+				if occupy := min(delta*T, n+it.Limit.DebtReach()-from); occupy > 0 {
+					*cs = append(*cs, &charge{slot: n, occupy: occupy})
+				}
 			case len(*cs) > 0 && (*cs)[len(*cs)-1] == r.charges[i]:
 				r.charges[i].occupy += delta * T
 			}

@@ -69,3 +69,53 @@ func testSettle(t *testing.T, newStore NewStore) {
 	_, end := daily.Calendar.Bounds(clock.Now())
 	reserve("the window's debt lasts until it ends", 1, false, end.Sub(clock.Now()))
 }
+
+// testSettleBounded steps through the bounds of Settle (package quota's
+// doc, "Settle"): an actual cost above the limit's rate is implausible and
+// leaves the estimate charged, in a GCRA limit and in a window; a debt
+// never takes a GCRA limit's tat more than DebtReach (a period and the
+// tolerance) past now, however many settles pile up.
+func testSettleBounded(t *testing.T, newStore NewStore) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	ctx := context.Background()
+	tpm := gcra("tpm", 20000, time.Minute, 10000) // T = 3ms, DVT = 30s
+	daily := window("daily", 1000, quota.Day, 0, la)
+	reserve := func(what string, l *quota.Limit, cost int64, maxWait time.Duration, ok bool, wait time.Duration, remain int64) *quota.Reservation {
+		t.Helper()
+		req := quota.Request{Tag: "bounded", Items: []quota.Item{{Limit: l, Key: l.Name}}, Cost: cost, MaxWait: maxWait}
+		res, err := st.Reserve(ctx, &req)
+		if err != nil {
+			t.Fatalf("%s: Reserve: %v", what, err)
+		}
+		got := res.Wait
+		if !res.Allowed {
+			got = res.RetryAfter
+		}
+		if res.Allowed != ok || got != wait || (ok && res.Limits[0].Remaining != remain) {
+			t.Fatalf("%s: got allowed=%v wait/retry=%v limits %+v, want allowed=%v wait/retry=%v remaining %d",
+				what, res.Allowed, got, res.Limits, ok, wait, remain)
+		}
+		return res
+	}
+	settle := func(what string, r *quota.Reservation, actual int64) {
+		t.Helper()
+		if err := r.Settle(ctx, []int64{actual}); err != nil {
+			t.Fatalf("%s: Settle: %v", what, err)
+		}
+	}
+
+	a := reserve("an estimate of 100", tpm, 100, 0, true, 0, 9900)
+	settle("a response claims 10^9 tokens", a, 1_000_000_000)
+	reserve("the implausible figure left the estimate", tpm, 100, 0, true, 0, 9800)
+	b := reserve("another 100", tpm, 100, 0, true, 0, 9700)
+	settle("it used 20000, the whole rate: a debt", b, 20000) // tat 0.9s + 19900*3ms = 60.6s
+	reserve("the debt delays the next", tpm, 1, 0, false, 30603*time.Millisecond, 0)
+	c := reserve("a waiter behind the debt", tpm, 1, 2*time.Minute, true, 30603*time.Millisecond, 0)
+	settle("it used 20000 too", c, 20000) // tat 60.603s + 59.997s, cut at 60s + 30s
+	reserve("piled debts wait at most a period and an interval", tpm, 1, 0, false, time.Minute+3*time.Millisecond, 0)
+
+	w := reserve("a window's estimate of 1", daily, 1, 0, true, 0, 999)
+	settle("a response claims 9*10^11", w, 900_000_000_000)
+	reserve("the window kept the estimate", daily, 1, 0, true, 0, 998)
+}

@@ -404,6 +404,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Leases", func(t *testing.T) { testLeases(t, newStore) })
 	t.Run("Lease notify", func(t *testing.T) { testLeaseNotify(t, newStore) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore) })
+	t.Run("Settle bounded", func(t *testing.T) { testSettleBounded(t, newStore) })
 	t.Run("Cancelled together", func(t *testing.T) {
 		testCancelledTogether(t, newStore, 100, 10*time.Second, time.Second)
 		testCancelledTogether(t, newStore, 300, time.Minute, 2*time.Second)

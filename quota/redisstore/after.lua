@@ -50,7 +50,9 @@ not taken again: its place may be another request's by now.
 Op "settle": book a reservation's actual cost in one limit, as package
 quota's doc, "Settle", says: delta = actual - charged. GCRA: an excess
 (delta > 0) moves the tat by delta*T from max(tat, now), a debt the next
-requests wait for; a refund (delta < 0) comes back only while the stored
+requests wait for, but never past now + reach (the limit's period and
+tolerance: the next request waits at most a period for the debt, when
+the vendor's limit has refilled) nor back; a refund (delta < 0) comes back only while the stored
 tat is still the mark this reservation set (no later reservation was
 placed on it, whatever set their slots; see cancel.lua), to mark +
 delta*T, the key deleted when that is idle. Window: the count of the
@@ -66,7 +68,7 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
           where 0 <= R <= the limit's capacity
         "release", lease id, the channel a release is announced on
         "renew", lease id, TTL (µs)
-        "settle", "g", mark (the tat set), delta, T (µs)
+        "settle", "g", mark (the tat set), delta, T (µs), reach (µs)
         "settle", "w", the window start charged, its end (µs), delta
         "learn", L, at (µs), TTL (µs)
 Reply the number of entries that changed something: keys synced, leases
@@ -132,7 +134,8 @@ for i = 1, n do
     local cur = tonumber(redis.call('GET', KEYS[i])) or 0
     local tat = nil
     if delta > 0 then
-      tat = math.max(cur, now) + delta * T
+      tat = math.min(math.max(cur, now) + delta * T, now + tonumber(ARGV[a + 5]))
+      if tat <= cur then tat = nil end
     elseif cur == mark then
       tat = mark + delta * T
     end
@@ -144,7 +147,7 @@ for i = 1, n do
         redis.call('DEL', KEYS[i])
       end
     end
-    a = a + 5
+    a = a + 6
   elseif op == 'settle' and kind == 'w' then
     local delta = tonumber(ARGV[a + 4])
     if now < tonumber(ARGV[a + 3]) then

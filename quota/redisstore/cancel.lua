@@ -58,7 +58,11 @@ The work of one call is bounded, whatever the set holds: per GCRA item
 O(log holes) to find and join holes, at most PRUNE passed holes dropped
 (each write adds at most one hole, so they do not pile up), at most WALK
 links followed (one, but for holes written before holes were joined),
-and an idle key's set is UNLINKed, freed off the script.
+and an idle key's set is UNLINKed, freed off the script. PRUNE and WALK
+are 64: each step is a sorted-set operation of a microsecond or so, so
+the bound stays far below a decision's timeout, and 64 is far more than
+the one hole a call adds; a walk cut short by WALK only leaves slots
+reserved, and the next tail cancel goes on from there.
 
 KEYS  1..n   the reservation's item keys, in stack order; then, per GCRA
              item in stack order, its holes key

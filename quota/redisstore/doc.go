@@ -52,8 +52,8 @@
 // while this process has requests waiting for a lease (notify.go,
 // quota.LeaseNotifier). A "!cancelled:" key is written
 // only by Cancel: a sorted set of the GCRA item's reservations cancelled
-// while a later one still held it, which come back once that one is
-// cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
+// while a later one still held it, one member per run of them in a row,
+// which come back once that one is cancelled too (see cancel.lua). Reservation.Sync runs after.lua (op
 // "sync" per item, one call for every limit a response drains), which
 // writes only the item keys, and rebuilds a key Redis lost from the
 // vendor's figure; its op "learn" writes a learning limit's "!learned:"

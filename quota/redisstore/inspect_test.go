@@ -502,7 +502,10 @@ func TestInspectDebt(t *testing.T) {
 	if got := mustInspect(t, st, req).Items; got[0].Debt != 0 || got[1].Debt != 0 {
 		t.Fatalf("before settling: debts %d, %d, want none", got[0].Debt, got[1].Debt)
 	}
-	if err := rsv.Settle(context.Background(), []int64{8, 9}); err != nil {
+	// A settle of more than the daily rate (7) would be implausible: two
+	// more reserved first, then the 5 settled at 7.
+	mustReserve(t, st, quota.Request{Tag: "acme", Items: req.Items[1:]}, 2, 0)
+	if err := rsv.Settle(context.Background(), []int64{8, 7}); err != nil {
 		t.Fatal(err)
 	}
 	got := mustInspect(t, st, req).Items
@@ -510,7 +513,7 @@ func TestInspectDebt(t *testing.T) {
 		t.Errorf("tokens after settling 8 of 5: %+v, want debt 3, nothing remaining, full in 800ms", got[0])
 	}
 	if got[1].Debt != 2 || got[1].Used != 9 || got[1].Remaining != 0 {
-		t.Errorf("daily after settling 9 of 5: %+v, want debt 2, used 9", got[1])
+		t.Errorf("daily after 2 more and settling 7 of 5: %+v, want debt 2, used 9", got[1])
 	}
 	probe := mustReserve(t, st, quota.Request{Tag: "acme", Items: req.Items[:1]}, 1, 0)
 	if want := time.Duration(got[0].Debt+1) * 100 * time.Millisecond; probe.Allowed || probe.RetryAfter != want {

@@ -336,7 +336,7 @@ func (s *Store) book(req *quota.Request, keys []string, d decision, lease string
 				bi.floor, bi.learned = l, s.learnedKey(b.keys[i])
 				l = l.Learned(d.limits[i].Rate)
 			}
-			bi.T, bi.dvt = l.Interval(), l.Tolerance()
+			bi.T, bi.dvt, bi.rate, bi.reach = l.Interval(), l.Tolerance(), l.Rate, l.DebtReach()
 			continue
 		case quota.Rolling:
 			bi.end = l.BucketWidth()
@@ -418,7 +418,8 @@ type bookedItem struct {
 	prev   int64 // GCRA: the stored tat the reservation replaced
 	T, dvt int64 // GCRA: the interval and tolerance (µs); concurrency: T is the lease TTL (µs)
 	end    int64 // window: the end of the window charged; rolling: the bucket width
-	rate   int64 // window: the quota
+	rate   int64 // window: the quota; GCRA: the rate as decided
+	reach  int64 // GCRA: how far past now a settled debt may take the tat (µs)
 	atMark int64 // window: its count right after the charge
 	// learned is a learning limit's learned key (package quota's doc,
 	// "Learning"), else "", and floor the limit as configured.
@@ -500,18 +501,18 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 func (b *booking) settle(ctx context.Context, actual []int64) error {
 	ctx = context.WithoutCancel(ctx)
 	var keys []string
-	args := make([]any, 0, 3+5*len(b.items))
+	args := make([]any, 0, 3+6*len(b.items))
 	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
 	for i := range b.items {
 		it := &b.items[i]
-		if actual[i] < 0 || actual[i] == it.cost {
-			continue
+		if actual[i] < 0 || actual[i] == it.cost || quota.Implausible(actual[i], it.rate) {
+			continue // rolling windows and leases (rate 0) too: not settled (quota.Reservation.Settle)
 		}
 		delta := actual[i] - it.cost
 		switch it.kind {
 		case quota.GCRA:
 			delta = min(delta, quota.MaxExact/it.T) // keeps stored times exact
-			args = append(args, "settle", "g", it.mark, delta, it.T)
+			args = append(args, "settle", "g", it.mark, delta, it.T, it.reach)
 		case quota.Window:
 			args = append(args, "settle", "w", it.mark, it.end, delta)
 		default:

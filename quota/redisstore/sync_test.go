@@ -82,7 +82,7 @@ func TestAfterCombinesOps(t *testing.T) {
 	// 2 ms the state itself needs could pass before the reads below.
 	v, err := st.run(ctx, afterScript, []string{g, g, c}, []any{now, 60_000, 3,
 		"sync", "g", 100, 1000, 2, now + 500, // tat = now + 1000 - 2*100 + 500 (after)
-		"settle", "g", now + 500, 3, 100, // an excess of 3: + 300
+		"settle", "g", now + 500, 3, 100, 10_000, // an excess of 3: + 300 (period 10ms)
 		"release", "x", st.channel()})
 	if err != nil {
 		t.Fatal(err)
