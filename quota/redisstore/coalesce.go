@@ -82,7 +82,7 @@ func (s *Store) decide(p pending, alone bool) (any, error) {
 		l.mu.Unlock()
 		return s.call(p.ctx, []*pending{&p})
 	}
-	return s.wait(l, p, budget)
+	return s.wait(l, p, deadline, budget)
 }
 
 // budget is the time a call is expected to take, with a margin: one and a
@@ -104,43 +104,47 @@ func (s *Store) observeCall(d time.Duration) {
 }
 
 // wait queues p on lane l, whose call is in flight, and waits for its
-// reply. If it is still queued when its time left falls below budget, it
-// leaves the queue and goes alone (see decide).
-func (s *Store) wait(l *lane, queued pending, budget time.Duration) (any, error) {
+// reply until deadline. If it is still queued when its time left falls
+// below budget, it leaves the queue and goes alone (see decide).
+func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Duration) (any, error) {
 	p := &queued
 	p.done = make(chan reply, 1)
 	l.queue = append(l.queue, p)
 	l.mu.Unlock()
-	// A caller never waits longer than the store's timeout, queued or in
-	// flight.
-	ctx, cancel := context.WithTimeout(p.ctx, s.timeout)
+	// One context for both: it ends at the point of leaving, then
+	// the caller's time runs on to deadline.
+	ctx, cancel := context.WithDeadline(p.ctx, deadline.Add(-budget))
 	defer cancel()
-	var leave <-chan time.Time
-	if dl, _ := ctx.Deadline(); budget > 0 {
-		t := time.NewTimer(time.Until(dl) - budget)
-		defer t.Stop()
-		leave = t.C
+	select {
+	case r := <-p.done:
+		return r.v, r.err
+	case <-ctx.Done():
 	}
-	for {
+	if p.ctx.Err() == nil && budget > 0 && s.unqueue(l, p) {
+		ctx, cancel := context.WithDeadline(p.ctx, deadline)
+		defer cancel()
+		return s.call(ctx, []*pending{p})
+	}
+	if p.ctx.Err() == nil && budget > 0 { // sent: its reply is on the way
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
 		select {
 		case r := <-p.done:
 			return r.v, r.err
-		case <-leave:
-			leave = nil
-			if s.unqueue(l, p) {
-				return s.call(ctx, []*pending{p})
-			}
-			// Sent already: its reply is on the way.
-		case <-ctx.Done():
-			s.unqueue(l, p) // if not sent, nothing was decided
-			select {
-			case r := <-p.done: // a reply that raced the deadline still counts
-				return r.v, r.err
-			default:
-			}
-			return nil, ctx.Err()
+		case <-t.C:
+		case <-p.ctx.Done():
 		}
 	}
+	s.unqueue(l, p) // if not sent, nothing was decided
+	select {
+	case r := <-p.done: // a reply that raced the deadline still counts
+		return r.v, r.err
+	default:
+	}
+	if err := p.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, context.DeadlineExceeded
 }
 
 // unqueue takes p out of l's queue and reports whether it was there (not

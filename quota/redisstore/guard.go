@@ -64,6 +64,10 @@ func byDeadline(ctx context.Context, err error) error {
 func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if err := ctx.Err(); err != nil { // a call nobody waits for would charge
+		var zero T
+		return zero, err
+	}
 	type result struct {
 		v   T
 		err error
