@@ -14,8 +14,10 @@ import (
 // in their order of arrival, each all or nothing on its own, reading and
 // writing each shared key once (see reserve.lua, "Requests"). A decision
 // that finds no call in flight goes at once, alone, from its caller's
-// goroutine: one caller at a time pays nothing for it. Only stacks of
-// GCRA and window limits are coalesced; any other goes alone.
+// goroutine: one caller at a time pays nothing for it. Nor does a caller
+// whose time would not cover the call in flight and its own: it goes
+// alone too (decide). Only stacks of GCRA and window limits are
+// coalesced; any other goes alone.
 
 const (
 	// lanes is the number of queues decisions are spread over, by tag.
