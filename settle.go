@@ -129,7 +129,7 @@ func settleFunc(ctx context.Context, observe func(context.Context, Event), provi
 			// The store keeps the estimate for such a figure too; this
 			// says so (a sum of two figures may even be above 2^51).
 			if estimates[i] >= 0 && quota.Implausible(c, rates[i]) {
-				t.observe(ctx, Event{Kind: SettleMalformed, Provider: provider, Limit: name, Delta: c - estimates[i]})
+				observe(ctx, Event{Kind: SettleMalformed, Provider: provider, Limit: name, Delta: c - estimates[i]})
 				continue
 			}
 			actual[i], any = c, true

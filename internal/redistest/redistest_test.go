@@ -224,3 +224,34 @@ func TestStartFailureShowsLog(t *testing.T) {
 		t.Errorf("failure message = %q, want it to include the redis-server log", ft.msg)
 	}
 }
+
+// TestDelay: commands through a Delay reach the server and come back, a
+// round trip taking at least twice the delay; closing it ends its
+// connections.
+func TestDelay(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	const delay = 50 * time.Millisecond
+	d := StartDelay(t, s.Addr, delay)
+	c := redis.NewClient(&redis.Options{Addr: d.Addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil { // dials
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	big := strings.Repeat("x", 1<<20) // more than one chunk each way
+	if err := c.Set(ctx, "k", big, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != big {
+		t.Fatalf("GET through the delay: %d bytes, %v; want the %d set", len(got), err, len(big))
+	}
+	if took := time.Since(begin); took < 4*delay {
+		t.Errorf("two round trips through a %v delay took %v, want at least %v", delay, took, 4*delay)
+	}
+	d.Close()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Error("PING after the delay proxy closed succeeded")
+	}
+}

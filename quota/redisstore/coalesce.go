@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"time"
 )
 
 // Coalescing. Decisions of one Store that go to the same tag (one hash
@@ -13,8 +14,10 @@ import (
 // in their order of arrival, each all or nothing on its own, reading and
 // writing each shared key once (see reserve.lua, "Requests"). A decision
 // that finds no call in flight goes at once, alone, from its caller's
-// goroutine: one caller at a time pays nothing for it. Only stacks of
-// GCRA and window limits are coalesced; any other goes alone.
+// goroutine: one caller at a time pays nothing for it. Nor does a caller
+// whose time would not cover the call in flight and its own: it goes
+// alone too (decide). Only stacks of GCRA and window limits are
+// coalesced; any other goes alone.
 
 const (
 	// lanes is the number of queues decisions are spread over, by tag.
@@ -42,7 +45,8 @@ type reply struct {
 // lane is the queue of the decisions of the tags that hash to it.
 type lane struct {
 	mu    sync.Mutex
-	busy  bool // a call of this lane is in flight
+	busy  bool      // a call of this lane is in flight
+	since time.Time // when it was sent
 	queue []*pending
 }
 
@@ -50,6 +54,13 @@ type lane struct {
 // is false, and returns its part of the reply. p is taken by value so that
 // a decision that goes at once costs no allocation for it; only a queued
 // one is copied to the heap.
+//
+// Coalescing must never fail a decision that would have succeeded alone.
+// A queued decision waits for the call in flight, then for its own: when
+// its time left (its context's deadline or the store's timeout) would not
+// cover what the call in flight is expected to take still plus a call of
+// its own (budget), it goes alone at once, in a call of its own beside
+// the one in flight, as it would without coalescing.
 func (s *Store) decide(p pending, alone bool) (any, error) {
 	if alone {
 		return s.call(p.ctx, []*pending{&p})
@@ -57,45 +68,99 @@ func (s *Store) decide(p pending, alone bool) (any, error) {
 	l := &s.lanes[maphash.String(s.seed, p.tag)%lanes]
 	l.mu.Lock()
 	if !l.busy {
-		l.busy = true
+		l.busy, l.since = true, time.Now()
 		l.mu.Unlock()
 		v, err := s.call(p.ctx, []*pending{&p})
 		s.next(l)
 		return v, err
 	}
-	return s.wait(l, p)
+	now := time.Now()
+	budget := s.budget()
+	deadline := now.Add(s.timeout)
+	if d, ok := p.ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if ahead := max(budget-now.Sub(l.since), 0); deadline.Sub(now) < ahead+budget {
+		l.mu.Unlock()
+		return s.call(p.ctx, []*pending{&p})
+	}
+	return s.wait(l, p, deadline, budget)
+}
+
+// budget is the time a call is expected to take, with a margin: one and a
+// half times the recent calls' mean (roundTrip); 0 before the first.
+func (s *Store) budget() time.Duration {
+	rt := time.Duration(s.roundTrip.Load())
+	return rt + rt/2
+}
+
+// observeCall folds the duration d of a call that succeeded into
+// roundTrip, a moving mean over about the last four calls.
+func (s *Store) observeCall(d time.Duration) {
+	old := s.roundTrip.Load()
+	if old == 0 {
+		s.roundTrip.Store(int64(d))
+		return
+	}
+	s.roundTrip.Store(old + (int64(d)-old)/4) // a lost race loses one sample
 }
 
 // wait queues p on lane l, whose call is in flight, and waits for its
-// reply.
-func (s *Store) wait(l *lane, queued pending) (any, error) {
+// reply until deadline. If it is still queued when its time left falls
+// below budget, it leaves the queue and goes alone (see decide).
+func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Duration) (any, error) {
 	p := &queued
 	p.done = make(chan reply, 1)
 	l.queue = append(l.queue, p)
 	l.mu.Unlock()
-	// A caller never waits longer than the store's timeout, queued or in
-	// flight.
-	ctx, cancel := context.WithTimeout(p.ctx, s.timeout)
+	// One context for both: it ends at the point of leaving, then
+	// the caller's time runs on to deadline.
+	ctx, cancel := context.WithDeadline(p.ctx, deadline.Add(-budget))
 	defer cancel()
 	select {
 	case r := <-p.done:
 		return r.v, r.err
 	case <-ctx.Done():
-		l.mu.Lock()
-		for i, q := range l.queue {
-			if q == p { // not sent: nothing was decided
-				l.queue = append(l.queue[:i], l.queue[i+1:]...)
-				break
-			}
-		}
-		l.mu.Unlock()
-		select {
-		case r := <-p.done: // a reply that raced the deadline still counts
-			return r.v, r.err
-		default:
-		}
-		return nil, ctx.Err()
 	}
+	if p.ctx.Err() == nil && budget > 0 && s.unqueue(l, p) {
+		ctx, cancel := context.WithDeadline(p.ctx, deadline)
+		defer cancel()
+		return s.call(ctx, []*pending{p})
+	}
+	if p.ctx.Err() == nil && budget > 0 { // sent: its reply is on the way
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case r := <-p.done:
+			return r.v, r.err
+		case <-t.C:
+		case <-p.ctx.Done():
+		}
+	}
+	s.unqueue(l, p) // if not sent, nothing was decided
+	select {
+	case r := <-p.done: // a reply that raced the deadline still counts
+		return r.v, r.err
+	default:
+	}
+	if err := p.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, context.DeadlineExceeded
+}
+
+// unqueue takes p out of l's queue and reports whether it was there (not
+// sent).
+func (s *Store) unqueue(l *lane, p *pending) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, q := range l.queue {
+		if q == p {
+			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // next hands lane l on after a call: to a goroutine that sends what was
@@ -135,6 +200,7 @@ func (s *Store) drain(l *lane) {
 		}
 		clear(l.queue[len(rest):])
 		l.queue = rest
+		l.since = time.Now()
 		l.mu.Unlock()
 		// The call serves every caller in it, so no caller's end ends it:
 		// it keeps the first one's values, bounded by the store's timeout.
@@ -175,10 +241,12 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 		}
 	}
 	args[0], args[1], args[2] = s.nowArg(), s.slack, len(batch)
+	begin := time.Now()
 	v, err := s.run(ctx, reserveScript, keys, args)
 	if err != nil {
 		return nil, err
 	}
+	s.observeCall(time.Since(begin))
 	vals, ok := v.([]any)
 	if !ok || len(vals) != len(batch) {
 		return nil, fmt.Errorf("%w: %T of %d replies, want an array of %d", errReply, v, len(vals), len(batch))

@@ -78,7 +78,11 @@
 // one round trip. Under load a decision takes one round trip or a share of
 // one (never more), and a queued caller still waits at most
 // Options.Timeout; one whose deadline passes while queued is taken out
-// unsent. Only stacks of GCRA and calendar window limits are coalesced;
+// unsent. Coalescing never fails a decision that would succeed alone: a
+// decision queues only when its time left covers what the call in flight
+// should still take plus a call of its own (one and a half times the mean
+// of recent calls), and leaves the queue to go alone, beside the call in
+// flight, once its time left falls below that. Only stacks of GCRA and calendar window limits are coalesced;
 // stacks with rolling windows or concurrency limits always go alone.
 //
 // # Failure
@@ -99,23 +103,23 @@
 //     errors, a Lua error) or a malformed reply. Other requests are
 //     unaffected.
 //
-// A client whose options set ContextTimeoutEnabled stops at the deadline by
-// itself; with any other client (or one whose ReadTimeout or WriteTimeout
-// of -2 sets no socket deadline) the store runs each call on one of its
+// Whatever the client's options, the store runs each call on one of its
 // worker goroutines, stops waiting at the deadline and lets the abandoned
-// call finish in the background (bounded by the client's own read and
-// write timeouts), so that a hung Redis never holds a caller longer than
-// Timeout. The workers stay while calls come and exit after a second
-// idle; the handoff to them still costs a call some microseconds, so
-// ContextTimeoutEnabled is the cheaper client.
+// call finish in the background, within 4 timeouts more (at least a
+// second), so that a hung Redis never holds a caller longer than Timeout
+// and a slow call keeps its connection: go-redis with
+// ContextTimeoutEnabled drops a connection whose call its deadline cut,
+// and a new one costs about 4 round trips, which a far Redis could never
+// fit in the timeout again. The workers stay while calls come and exit
+// after a second idle; the handoff to them costs a call some
+// microseconds.
 //
 // A call that timed out may still have reached Redis: a hung or stopped
 // server runs it when it resumes, and a reservation that nobody uses is
 // charged. That under-admits, never over-admits, and by at most one
-// decision per timed-out call: go-redis does not retry a call whose
-// context has ended, which holds while Timeout is below the client's
-// ReadTimeout. See docs/decisions.md for why the script is not handed a
-// deadline.
+// decision per timed-out call, given a client with MaxRetries -1 (go-redis
+// retries a call while its context lives). See docs/decisions.md for why
+// the script is not handed a deadline.
 //
 // # Eviction
 //

@@ -47,18 +47,26 @@ func byDeadline(ctx context.Context, err error) error {
 
 // bounded runs c with the store's timeout: the one timeout guard of every
 // call the store makes, decisions (run) and operators' reads (inspect.go)
-// alike. With a client that honours context deadlines on its sockets
-// (s.guard false) c runs directly, and an error caused by the deadline
-// says which deadline it was, keeping what the socket said. Otherwise c
-// runs on one of the store's workers, the store stops waiting at the
-// deadline and lets c finish in the background; a reply that raced the
-// deadline still counts.
+// alike. c runs on one of the store's workers; the store stops waiting at
+// the timeout (or when ctx ends) and lets c finish in the background, a
+// reply that raced the deadline still counting.
+//
+// c's own context keeps ctx's values but ends only callTimeout after the
+// timeout, whatever the client: the store gives up on a call, the call
+// need not give up on its connection. A client that honours context
+// deadlines on its sockets (ContextTimeoutEnabled) drops a connection
+// whose call the deadline cut, and the next call paid a new one (dial,
+// HELLO, CLIENT SETINFO, then the call: about 4 round trips); with a
+// round trip of more than a quarter of the timeout, every call then
+// timed out and dropped its connection again, and no decision ever
+// succeeded. Finished in the background, the call leaves its connection
+// in the pool for the next.
 func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if !s.guard {
-		v, err := c.do(ctx)
-		return v, byDeadline(ctx, err)
+	if err := ctx.Err(); err != nil { // a call nobody waits for would charge
+		var zero T
+		return zero, err
 	}
 	type result struct {
 		v   T
@@ -66,7 +74,9 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	}
 	done := make(chan result, 1)
 	s.workers.do(func() {
-		v, err := c.do(ctx)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout+callTimeout(s.timeout))
+		defer ccancel()
+		v, err := c.do(cctx)
 		done <- result{v, err}
 	})
 	select {
@@ -81,6 +91,15 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// callTimeout is how much longer than the timeout a call may run in the
+// background once the store has stopped waiting for it: long enough for
+// a new connection's handshake and the call (4 round trips) whenever a
+// call alone fits the timeout (1 round trip), and at least a second. It
+// bounds what a hung Redis holds: a worker and a connection per call.
+func callTimeout(timeout time.Duration) time.Duration {
+	return max(4*timeout, time.Second)
 }
 
 // workers run the calls of a guarded store (see bounded): goroutines that

@@ -25,7 +25,7 @@ func liveWorkers() int {
 	}
 }
 
-// TestWorkersStopWhenIdle: a guarded store's calls run on workers, which
+// TestWorkersStopWhenIdle: a store's calls run on workers, which
 // serve calls while they come and all exit once idle. Not parallel: it
 // counts every worker of the binary, and workers of earlier tests stop
 // within the same wait.
@@ -33,9 +33,6 @@ func TestWorkersStopWhenIdle(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	st := newStore(t, client, nil)
-	if !st.guard {
-		t.Fatal("a default client is not guarded")
-	}
 	req := stack("v", gcra("peak", 1000, time.Second, 0))
 	reserve(t, st, req, 1, 0)
 	var wg sync.WaitGroup

@@ -87,9 +87,8 @@ type Store struct {
 	timeout time.Duration
 	clock   quota.Clock
 	slack   int64 // ms added to every TTL
-	// guard: the client ignores context deadlines on reads and writes, so
-	// calls run on workers that the store stops waiting for; see bounded.
-	guard   bool
+	// workers run the calls, which the store stops waiting for at the
+	// timeout; see bounded.
 	workers workers
 
 	// oneServer: the client is a *redis.Client, so a script may read keys
@@ -109,6 +108,9 @@ type Store struct {
 	// flight, spread by a hash of the tag with seed; see coalesce.go.
 	lanes [lanes]lane
 	seed  maphash.Seed
+	// roundTrip is the recent decision calls' mean duration in ns, which
+	// tells a decision whether it can afford to queue; see decide.
+	roundTrip atomic.Int64
 
 	// leasePrefix and leaseSeq make lease ids unique fleet-wide: a random
 	// per-store prefix and a counter.
@@ -128,11 +130,10 @@ var _ quota.Store = (*Store)(nil)
 
 // New returns a Store that keeps its state in client: a *redis.Client, a
 // *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
-// is required (the script reads TIME before it writes). A client whose
-// options set ContextTimeoutEnabled is cheapest: it stops a call at the
-// deadline itself, where with any other client (or one that sets no socket
-// deadlines: ReadTimeout or WriteTimeout -2) the store hands each call to
-// a worker goroutine it can stop waiting for, to enforce Options.Timeout.
+// is required (the script reads TIME before it writes). The store hands
+// each call to a worker goroutine, which it stops waiting for at
+// Options.Timeout, and lets the call finish in the background (see the
+// package doc, "Timeouts"), whatever the client's options.
 //
 // New makes no call to Redis, so a process starts while Redis is down. The
 // first decision first reads the servers' maxmemory-policy (one more round
@@ -161,7 +162,6 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		prefix:  prefix,
 		timeout: timeout,
 		clock:   opts.Clock,
-		guard:   !honoursDeadlines(client),
 		oneServer: func() bool {
 			_, ok := client.(*redis.Client)
 			return ok
@@ -179,28 +179,6 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	s.policy.passed.Store(opts.AllowEviction)
 	return s, nil
-}
-
-// honoursDeadlines reports whether client bounds its socket reads and
-// writes by the context's deadline: go-redis does only with
-// ContextTimeoutEnabled, and only while it sets deadlines at all (a
-// ReadTimeout or WriteTimeout of -2, kept as -1 in Options, sets none).
-func honoursDeadlines(client redis.UniversalClient) bool {
-	honours := func(enabled bool, read, write time.Duration) bool {
-		return enabled && read >= 0 && write >= 0
-	}
-	switch c := client.(type) {
-	case *redis.Client:
-		o := c.Options()
-		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
-	case *redis.ClusterClient:
-		o := c.Options()
-		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
-	case *redis.Ring:
-		o := c.Options()
-		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
-	}
-	return false
 }
 
 // Reserve decides req in one round trip; see quota.Store. An error that

@@ -39,13 +39,8 @@ func TestNewRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.prefix != DefaultPrefix || st.timeout != DefaultTimeout || !st.guard {
-		t.Errorf("defaults: prefix %q timeout %v guard %v, want %q %v true", st.prefix, st.timeout, st.guard, DefaultPrefix, DefaultTimeout)
-	}
-	ctxClient := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = ctxClient.Close() })
-	if st, _ := New(ctxClient, Options{}); st.guard {
-		t.Error("a client with ContextTimeoutEnabled is guarded; it bounds its own calls")
+	if st.prefix != DefaultPrefix || st.timeout != DefaultTimeout {
+		t.Errorf("defaults: prefix %q timeout %v, want %q %v", st.prefix, st.timeout, DefaultPrefix, DefaultTimeout)
 	}
 }
 
