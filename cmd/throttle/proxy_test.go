@@ -88,7 +88,9 @@ func startProxy(t *testing.T, listeners int, args ...string) *proxyRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &proxyRun{stderr: newOutput(), cancel: cancel, exited: make(chan int, 1)}
-	args = append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)
+	// A long --timeout: on a loaded machine under -race a Redis call can
+	// take longer than the default 200ms, which would fail it closed.
+	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--timeout", "5s"}, args...)
 	go func() { r.exited <- run(ctx, args, io.Discard, r.stderr) }()
 	t.Cleanup(func() { r.stop() })
 	re := regexp.MustCompile(strings.Repeat(`(?s)listening on http://\S+,.*`, listeners-1) + `listening on http://\S+,[^\n]*\n`)
@@ -448,8 +450,8 @@ func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 	}
 	// Without --insecure-upstream-http the /<host>/ form is https, which
 	// the fake vendor does not speak.
-	if status, body := get(p.addrs[0] + "/" + v.Host() + "/items"); status != 502 {
-		t.Errorf("host form to an http vendor without --insecure-upstream-http: %d %s, want 502", status, body)
+	if status, body := get(p.addrs[0] + "/" + v.Host() + "/items"); status != 502 || !strings.Contains(body, "--insecure-upstream-http") {
+		t.Errorf("host form to an http vendor without --insecure-upstream-http: %d %s, want 502 naming the flag", status, body)
 	}
 	_, metrics := get(p.addrs[0] + "/metrics")
 	for _, want := range []string{`throttle_proxy_requests_total{code="200",provider="vendor"} 1`,
@@ -464,8 +466,28 @@ func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 		t.Errorf("/healthz: %d %s", status, body)
 	}
 	redisSrv.Stop(t)
-	if status, body := get(p.addrs[0] + "/healthz"); status != 503 || !strings.Contains(body, "store_unavailable") {
-		t.Errorf("/healthz with Redis down: %d %s, want 503 store_unavailable", status, body)
+	status, body = get(p.addrs[0] + "/healthz")
+	if status != 503 || !strings.Contains(body, "store_unavailable") || strings.Contains(body, redisSrv.Addr) {
+		t.Errorf("/healthz with Redis down: %d %s, want 503 store_unavailable without Redis's address", status, body)
+	}
+	// The cause and the address are in the log.
+	p.stderr.waitFor(t, regexp.MustCompile(`/healthz.*`+regexp.QuoteMeta(redisSrv.Addr)+`.*connection refused`), p.exited)
+}
+
+// A Redis that does not answer at start is named with the cause and what
+// to check, not as "context deadline exceeded".
+func TestProxyStartNamesTheDeadRedis(t *testing.T) {
+	t.Parallel()
+	redisSrv := redistest.Start(t)
+	redisSrv.Stop(t)
+	code, _, errOut := cli(context.Background(), "proxy", "--redis", "redis://"+redisSrv.Addr)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	for _, want := range []string{redisSrv.Addr, "connection refused", "check that Redis runs there"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
+		}
 	}
 }
 
@@ -482,6 +504,8 @@ func TestProxyUsageErrors(t *testing.T) {
 		{"proxy", "--redis", url, "--route", "github=ftp://api.github.com"},
 		{"proxy", "--redis", url, "--drain-timeout", "0s"},
 		{"proxy", "--redis", url, "--retries", "-1"},
+		{"proxy", "--redis", url, "--max-held-bodies", "0"},
+		{"proxy", "--redis", url, "--max-held-bodies", "1000", "--max-retry-body", "2000"},
 	} {
 		code, _, errOut := cli(context.Background(), args...)
 		if code != exitUsage || errOut == "" {
