@@ -407,7 +407,7 @@ func (p *Proxy) holdBody(r *http.Request, info *reqInfo) error {
 		want = p.maxBody
 	}
 	if !p.held.take(want) {
-		return fmt.Errorf("%w: the proxy holds %d bytes of request bodies waiting to be sent, its bound (--max-held-bodies): retry shortly",
+		return fmt.Errorf("%w: the request bodies held in memory are at the proxy's bound of %d bytes (--max-held-bodies): retry shortly",
 			errOverloaded, p.held.max)
 	}
 	info.held = want
