@@ -513,3 +513,51 @@ func TestProxyUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// --business and --allow-lower-costs reach the proxy: a made-up tenant is
+// refused, and a lower cost counts only with the flag.
+func TestProxyTrustFlags(t *testing.T) {
+	t.Parallel()
+	v := throttletest.NewVendor(throttletest.Options{})
+	defer v.Close()
+	cfg := writeConfig(t, fmt.Sprintf(`
+providers:
+  vendor:
+    hosts: [%q]
+    on_limit: fail
+    limits: [{name: daily, limit: 10/day, scope: business}]
+    routes: [{name: search, path: /search, cost: 5}]
+`, v.Host()))
+	redisSrv := redistest.Start(t)
+	args := []string{"--redis", "redis://" + redisSrv.Addr, "--config", cfg, "--insecure-upstream-http", "--business", "acme"}
+	strict, lenient := startProxy(t, 1, args...), startProxy(t, 1, append(args, "--prefix", "lenient:", "--allow-lower-costs")...)
+	get := func(base string, header ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/"+v.Host()+"/search", nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get(strict.addrs[0], "Throttle-Business", "made-up"); got != 400 {
+		t.Errorf("a made-up business through --business acme: %d, want 400", got)
+	}
+	var strictOK, lenientOK int
+	for range 4 {
+		if get(strict.addrs[0], "Throttle-Cost", "1") == 200 {
+			strictOK++
+		}
+		if get(lenient.addrs[0], "Throttle-Cost", "1") == 200 {
+			lenientOK++
+		}
+	}
+	if strictOK != 2 || lenientOK != 4 {
+		t.Errorf("Throttle-Cost 1 on a cost-5 route, quota 10: %d and %d of 4 admitted, want 2 without --allow-lower-costs and 4 with it",
+			strictOK, lenientOK)
+	}
+}
