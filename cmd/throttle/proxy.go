@@ -67,7 +67,7 @@ bad_request 400, unknown_host 403, not_found 404, upstream_error 502,
 upstream_timeout 504); a vendor's own answers, 429s included, come back as
 they are, without it.
 
-Retries wait within the request's max wait, counted from its arrival: a
+Retries wait within the request's max wait, counted once the proxy has it: a
 retry that would start later is not made, and the vendor's answer goes back.
 A request body of at most --max-retry-body bytes is held so that a retry
 can send it again, up to --max-held-bodies bytes at once (then 503); a

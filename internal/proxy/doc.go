@@ -63,6 +63,7 @@
 //
 // Retries follow throttle.NewClient's rules (backoff.Policy) within the
 // request's hold: every wait, for a slot or before a retry, ends within
-// the request's max wait from its arrival; a retry that would start later
+// the request's max wait from when the proxy has it (headers and any
+// held body); a retry that would start later
 // is not made, and the vendor's answer goes back.
 package proxy

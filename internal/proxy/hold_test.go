@@ -22,9 +22,9 @@ func throttled(name, value string) http.Handler {
 }
 
 // A retry is made only when it starts within the request's hold (its max
-// wait from its arrival): a vendor's delay past it sends the vendor's 429
-// back at once, however many retries are allowed. The attempts are
-// counted; nothing here depends on how fast the machine is.
+// wait from when the proxy has it): a vendor's delay past it sends the
+// vendor's 429 back at once, however many retries are allowed. The
+// attempts are counted; nothing here depends on how fast the machine is.
 func TestRetriesStayWithinTheHold(t *testing.T) {
 	t.Parallel()
 	retries := Options{Retries: 3, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond}

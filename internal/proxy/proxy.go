@@ -45,9 +45,9 @@ type Options struct {
 	// connection error of an idempotent request), as throttle.NewClient
 	// makes them, within the request's hold: every wait, for a slot or
 	// before a retry, ends within the max wait of the request (the
-	// provider's max_wait, or a shorter Throttle-Max-Wait) from its
-	// arrival, and a retry that would start later is not made. Zero
-	// means none.
+	// provider's max_wait, or a shorter Throttle-Max-Wait) from when the
+	// proxy has the request (its headers and any body it holds), and a
+	// retry that would start later is not made. Zero means none.
 	Retries int
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
 	// retries where the vendor names no delay; zero means
@@ -365,11 +365,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL, m 
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
 		return
 	}
-	hold := prov.MaxWait
-	if vals.hasMaxWait {
-		hold = min(hold, vals.maxWait)
-	}
-	info := &reqInfo{out: out, mount: m, front: r.Host, provider: prov.Name, deadline: time.Now().Add(hold)}
+	info := &reqInfo{out: out, mount: m, front: r.Host, provider: prov.Name}
 	defer func() { p.held.give(info.held) }()
 	if err := p.holdBody(r, info); err != nil {
 		if errors.Is(err, errOverloaded) {
@@ -380,6 +376,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL, m 
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, "reading the request body: "+err.Error(), nil)
 		return
 	}
+	// The hold starts once the proxy has the request: a slow upload is
+	// the client's time, not a wait the proxy imposes.
+	hold := prov.MaxWait
+	if vals.hasMaxWait {
+		hold = min(hold, vals.maxWait)
+	}
+	info.deadline = time.Now().Add(hold)
 	// No protocol upgrades (WebSocket): Upgrade is a hop-by-hop header
 	// and is dropped, so the reverse proxy sends a plain request.
 	r.Header.Del("Upgrade")
