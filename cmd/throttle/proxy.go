@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fleetquota/throttle"
@@ -232,6 +233,9 @@ func (f *proxyFlags) listenAll(root http.Handler, what string, p *proxy.Proxy, r
 	var all []served
 	listen := func(addr string, h http.Handler, what string) error {
 		ln, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: another program (or another throttle proxy) listens on %s: stop it or choose another address", err, addr)
+		}
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -559,5 +560,20 @@ providers:
 	if strictOK != 2 || lenientOK != 4 {
 		t.Errorf("Throttle-Cost 1 on a cost-5 route, quota 10: %d and %d of 4 admitted, want 2 without --allow-lower-costs and 4 with it",
 			strictOK, lenientOK)
+	}
+}
+
+// A listen address in use says so, and what to do.
+func TestProxyListenAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	redisSrv := redistest.Start(t)
+	code, _, errOut := cli(context.Background(), "proxy", "--redis", "redis://"+redisSrv.Addr, "--listen", ln.Addr().String())
+	if code != exitFailure || !strings.Contains(errOut, "another program") || !strings.Contains(errOut, ln.Addr().String()) {
+		t.Errorf("exit %d, stderr %q: want %d naming the address and what to do", code, errOut, exitFailure)
 	}
 }
