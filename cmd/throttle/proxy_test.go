@@ -262,7 +262,8 @@ providers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := redisstore.New(redisSrv.Client(t), redisstore.Options{Prefix: prefix})
+	// The proxies' long --timeout (startProxy), for the same reason.
+	store, err := redisstore.New(redisSrv.Client(t), redisstore.Options{Prefix: prefix, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
