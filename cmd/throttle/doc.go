@@ -68,7 +68,11 @@
 // claims are forwarded (403 otherwise). Per-request values come from the
 // headers Throttle-Business, Throttle-Label, Throttle-Cost,
 // Throttle-Limit-Cost and Throttle-Max-Wait (which may only shorten the
-// provider's max_wait), stripped before forwarding. A refusal is a 429
+// provider's max_wait), stripped before forwarding. They are the client's
+// assertions: a cost header may raise a configured cost, not lower it
+// (--allow-lower-costs), and --business binds every request to one
+// business. Retries wait within the request's max wait, and
+// --max-held-bodies bounds the request bodies held in memory. A refusal is a 429
 // with Retry-After, Throttle-Error: limited and a JSON body naming the
 // provider, limit and scope; every answer the proxy makes itself carries
 // Throttle-Error, a vendor's own never does. /healthz and /metrics

@@ -12,9 +12,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/proxy"
@@ -55,16 +55,24 @@ every other Throttle-* header) before forwarding; a bad value is a 400:
 	Throttle-Limit-Cost: tokens=1200        the cost in named limits
 	Throttle-Max-Wait: 2s                   a shorter wait than max_wait (never a longer one)
 
+They are the client's assertions: a cost header can raise the configured
+cost but not lower it (unless --allow-lower-costs), a Throttle-Limit-Cost
+name must be a limit of the request's stack, and --business binds every
+request to one business. Keep the proxy where only trusted clients reach it.
+
 A refusal is 429 with Retry-After (whole seconds), Throttle-Error: limited
 and a JSON body: {"error":"limited","message":...,"provider":...,
 "limit":...,"scope":...,"retry_after_ms":...}. Every answer the proxy makes
-itself carries Throttle-Error (store_unavailable 503, missing_scope and
+itself carries Throttle-Error (store_unavailable and overloaded 503, missing_scope and
 bad_request 400, unknown_host 403, not_found 404, upstream_error 502,
 upstream_timeout 504); a vendor's own answers, 429s included, come back as
 they are, without it.
 
+Retries wait within the request's max wait, counted once the proxy has it: a
+retry that would start later is not made, and the vendor's answer goes back.
 A request body of at most --max-retry-body bytes is held so that a retry
-can send it again; a larger one is streamed and sent once, never retried.
+can send it again, up to --max-held-bodies bytes at once (then 503); a
+larger one is streamed and sent once, never retried.
 Event streams (text/event-stream) are passed on as each event arrives.
 
 On SIGTERM or SIGINT the listeners close, and the requests in flight,
@@ -90,6 +98,9 @@ type proxyFlags struct {
 	insecureHTTP  bool
 	retries       int
 	maxRetryBody  int64
+	maxHeld       int64
+	lowerCosts    bool
+	business      string
 	drain         time.Duration
 	readHeader    time.Duration
 	read, write   time.Duration
@@ -98,30 +109,9 @@ type proxyFlags struct {
 }
 
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var f proxyFlags
-	fs := newFlagSet(proxyCmd)
-	f.store.timeout = redisstore.DefaultTimeout
-	f.store.register(fs)
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`address` to serve on (\":8080\" for every interface)")
-	fs.Var(&f.routes, "route", "`NAME=URL` serves URL under /NAME/; ADDR=URL serves it on a listener of its own (repeatable)")
-	fs.BoolVar(&f.insecureHTTP, "insecure-upstream-http", false, "reach loopback hosts of the /<host>/ form over plain http (tests, development)")
-	fs.IntVar(&f.retries, "retries", 4, "retries after a vendor's throttle (or a 5xx or connection error of an idempotent request); 0 for none")
-	fs.Int64Var(&f.maxRetryBody, "max-retry-body", proxy.DefaultMaxRetryBody, "largest request body held in memory for retries, in `bytes`; larger ones are sent once")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish")
-	fs.DurationVar(&f.readHeader, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
-	fs.DurationVar(&f.read, "read-timeout", time.Minute, "bound on each read of a request body (a stalled upload); 0 for none")
-	fs.DurationVar(&f.write, "write-timeout", time.Minute, "bound on each write of a response (a client that stopped reading); 0 for none")
-	fs.DurationVar(&f.idle, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
-	fs.DurationVar(&f.upstreamReply, "upstream-header-timeout", 5*time.Minute, "bound on waiting for a vendor's response headers; 0 for none")
-	pos, err := parse(proxyCmd, fs, args, stdout, stderr)
+	f, err := parseProxyFlags(args, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("proxy takes no arguments, got %q", pos)
-	}
-	if f.retries < 0 || f.drain <= 0 || f.readHeader <= 0 || f.idle <= 0 || f.read < 0 || f.write < 0 || f.upstreamReply < 0 {
-		return usagef("--retries and the timeouts must not be negative; --drain-timeout, --read-header-timeout and --idle-timeout must be positive")
 	}
 	prefixes, listeners, err := parseRoutes(f.routes)
 	if err != nil {
@@ -134,42 +124,11 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer e.close()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	metrics := newProxyMetrics()
-	reg := providers.NewRegistry(e.cfg)
 	upstream := proxy.NewUpstream(f.upstreamReply)
 	defer upstream.CloseIdleConnections()
-	p, err := proxy.New(proxy.Options{
-		Registry: reg,
-		Throttle: []throttle.Option{
-			throttle.WithStore(e.store),
-			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
-			throttle.WithRetries(f.retries, 500*time.Millisecond, 30*time.Second),
-		},
-		Upstream:     upstream,
-		Routes:       prefixes,
-		LoopbackHTTP: f.insecureHTTP,
-		MaxRetryBody: f.maxRetryBody,
-		Log:          log,
-		Done:         metrics.done,
-	})
+	p, err := f.newProxy(e, prefixes, upstream, metrics, log)
 	if err != nil {
-		return usagef("%v", err)
-	}
-
-	metricsHandler := metrics.handler()
-	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz":
-			health(w, r, e.client, f.store.timeout)
-		case "/metrics":
-			metricsHandler.ServeHTTP(w, r)
-		default:
-			p.ServeHTTP(w, r)
-		}
-	})
-	type served struct {
-		srv  *http.Server
-		ln   net.Listener
-		what string
+		return err
 	}
 	var all []served
 	defer func() {
@@ -177,8 +136,106 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			_ = s.ln.Close()
 		}
 	}()
+	root := rootHandler(p, metrics.handler(), e, &f.store, log)
+	if all, err = f.listenAll(root, describe(e.cfg, prefixes), p, listeners, log); err != nil {
+		return err
+	}
+	return serve(ctx, all, f.drain, stderr)
+}
+
+// parseProxyFlags parses and checks the command line.
+func parseProxyFlags(args []string, stdout, stderr io.Writer) (*proxyFlags, error) {
+	f := new(proxyFlags)
+	fs := newFlagSet(proxyCmd)
+	f.store.timeout = redisstore.DefaultTimeout
+	f.store.register(fs)
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`address` to serve on (\":8080\" for every interface)")
+	fs.Var(&f.routes, "route", "`NAME=URL` serves URL under /NAME/; ADDR=URL serves it on a listener of its own (repeatable)")
+	fs.BoolVar(&f.insecureHTTP, "insecure-upstream-http", false, "reach loopback hosts of the /<host>/ form over plain http (tests, development)")
+	fs.IntVar(&f.retries, "retries", 4, "retries after a vendor's throttle (or a 5xx or connection error of an idempotent request), within the request's max wait; 0 for none")
+	fs.Int64Var(&f.maxRetryBody, "max-retry-body", proxy.DefaultMaxRetryBody, "largest request body held in memory for retries, in `bytes`; larger ones are sent once")
+	fs.Int64Var(&f.maxHeld, "max-held-bodies", proxy.DefaultMaxHeldBodies, "bound on the `bytes` of request bodies held in memory at once; past it a request gets 503")
+	fs.BoolVar(&f.lowerCosts, "allow-lower-costs", false, "let Throttle-Cost and Throttle-Limit-Cost set a cost below the configured one (by default they can only raise it)")
+	fs.StringVar(&f.business, "business", "", "count every request for business `ID`; a client's Throttle-Business cannot change it")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long requests in flight may take to finish")
+	fs.DurationVar(&f.readHeader, "read-header-timeout", 10*time.Second, "bound on reading a request's headers")
+	fs.DurationVar(&f.read, "read-timeout", time.Minute, "bound on each read of a request body (a stalled upload); 0 for none")
+	fs.DurationVar(&f.write, "write-timeout", time.Minute, "bound on each write of a response (a client that stopped reading); 0 for none")
+	fs.DurationVar(&f.idle, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept")
+	fs.DurationVar(&f.upstreamReply, "upstream-header-timeout", 5*time.Minute, "bound on waiting for a vendor's response headers; 0 for none")
+	pos, err := parse(proxyCmd, fs, args, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, usagef("proxy takes no arguments, got %q", pos)
+	}
+	if f.retries < 0 || f.drain <= 0 || f.readHeader <= 0 || f.idle <= 0 || f.read < 0 || f.write < 0 || f.upstreamReply < 0 {
+		return nil, usagef("--retries and the timeouts must not be negative; --drain-timeout, --read-header-timeout and --idle-timeout must be positive")
+	}
+	if f.maxHeld <= 0 || f.maxRetryBody > f.maxHeld {
+		return nil, usagef("--max-held-bodies %d must be positive and at least --max-retry-body %d", f.maxHeld, f.maxRetryBody)
+	}
+	return f, nil
+}
+
+// newProxy makes the handler that throttles and forwards.
+func (f *proxyFlags) newProxy(e *env, prefixes []proxy.Route, upstream http.RoundTripper, metrics *proxyMetrics, log *slog.Logger) (*proxy.Proxy, error) {
+	p, err := proxy.New(proxy.Options{
+		Registry: providers.NewRegistry(e.cfg),
+		Throttle: []throttle.Option{
+			throttle.WithStore(e.store),
+			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
+		},
+		Upstream:      upstream,
+		Routes:        prefixes,
+		LoopbackHTTP:  f.insecureHTTP,
+		Retries:       f.retries,
+		MaxRetryBody:  f.maxRetryBody,
+		MaxHeldBodies: f.maxHeld,
+		LowerCosts:    f.lowerCosts,
+		Business:      f.business,
+		Log:           log,
+		Done:          metrics.done,
+	})
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return p, nil
+}
+
+// rootHandler serves /healthz and /metrics on the main listener, and
+// hands every other path to the proxy.
+func rootHandler(p *proxy.Proxy, metrics http.Handler, e *env, store *storeFlags, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			health(w, r, e, store.redis, store.timeout, log)
+		case "/metrics":
+			metrics.ServeHTTP(w, r)
+		default:
+			p.ServeHTTP(w, r)
+		}
+	})
+}
+
+// served is one listener and its server.
+type served struct {
+	srv  *http.Server
+	ln   net.Listener
+	what string
+}
+
+// listenAll opens the main listener and one per route with a listener of
+// its own. The caller closes the listeners of what it returns, also with
+// an error.
+func (f *proxyFlags) listenAll(root http.Handler, what string, p *proxy.Proxy, routes []proxy.Route, log *slog.Logger) ([]served, error) {
+	var all []served
 	listen := func(addr string, h http.Handler, what string) error {
 		ln, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: another program (or another throttle proxy) listens on %s: stop it or choose another address", err, addr)
+		}
 		if err != nil {
 			return err
 		}
@@ -192,19 +249,25 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		all = append(all, served{srv, ln, what})
 		return nil
 	}
-	if err := listen(f.listen, root, describe(e.cfg, prefixes)); err != nil {
-		return err
+	if err := listen(f.listen, root, what); err != nil {
+		return all, err
 	}
-	for _, l := range listeners {
+	for _, l := range routes {
 		h, err := p.Upstream(l.URL)
 		if err != nil {
-			return usagef("--route %s=%s: %v", l.Name, l.URL, err)
+			return all, usagef("--route %s=%s: %v", l.Name, l.URL, err)
 		}
 		if err := listen(l.Name, h, "forwarding every path to "+l.URL.String()); err != nil {
-			return err
+			return all, err
 		}
 	}
+	return all, nil
+}
 
+// serve serves every listener until ctx is done or one fails, then drains:
+// the requests in flight have drain to finish, after which they are cut
+// off and serve returns an error.
+func serve(ctx context.Context, all []served, drain time.Duration, stderr io.Writer) error {
 	failed := make(chan error, len(all))
 	for _, s := range all {
 		fmt.Fprintf(stderr, "throttle proxy: listening on http://%s, %s\n", s.ln.Addr(), s.what)
@@ -219,27 +282,27 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case <-ctx.Done():
 	case serveErr = <-failed:
 	}
-	fmt.Fprintf(stderr, "throttle proxy: draining: requests in flight have %v to finish\n", f.drain)
-	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	fmt.Fprintf(stderr, "throttle proxy: draining: requests in flight have %v to finish\n", drain)
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	var wg sync.WaitGroup
-	var cut error
-	var mu sync.Mutex
+	var cut atomic.Bool
 	for _, s := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := s.srv.Shutdown(dctx); err != nil {
 				_ = s.srv.Close()
-				mu.Lock()
-				cut = fmt.Errorf("requests still in flight after --drain-timeout %v were cut off", f.drain)
-				mu.Unlock()
+				cut.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(serveErr, cut); err != nil {
-		return err
+	if cut.Load() {
+		serveErr = errors.Join(serveErr, fmt.Errorf("requests still in flight after --drain-timeout %v were cut off", drain))
+	}
+	if serveErr != nil {
+		return serveErr
 	}
 	fmt.Fprintln(stderr, "throttle proxy: stopped")
 	return nil
@@ -276,15 +339,18 @@ func describe(cfg *providers.Config, routes []proxy.Route) string {
 	return s
 }
 
-// health answers /healthz: whether Redis answers a PING in time.
-func health(w http.ResponseWriter, r *http.Request, client redis.UniversalClient, timeout time.Duration) {
+// health answers /healthz: whether Redis answers a PING in time. The
+// client gets a short reason; the log, the address and the cause.
+func health(w http.ResponseWriter, r *http.Request, e *env, spec string, timeout time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	body := map[string]string{"status": "ok"}
-	if err := client.Ping(ctx).Err(); err != nil {
-		body = map[string]string{"status": "store_unavailable", "error": err.Error()}
+	if err := e.client.Ping(ctx).Err(); err != nil {
+		log.Warn("throttle proxy: /healthz: the quota store does not answer", "error", redisDown(r.Context(), e.client, spec, timeout, err))
+		body = map[string]string{"status": "store_unavailable",
+			"error": fmt.Sprintf("Redis did not answer a PING within %v; the proxy's log has the cause", timeout)}
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_ = json.NewEncoder(w).Encode(body)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,7 +89,9 @@ func startProxy(t *testing.T, listeners int, args ...string) *proxyRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &proxyRun{stderr: newOutput(), cancel: cancel, exited: make(chan int, 1)}
-	args = append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)
+	// A long --timeout: on a loaded machine under -race a Redis call can
+	// take longer than the default 200ms, which would fail it closed.
+	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--timeout", "5s"}, args...)
 	go func() { r.exited <- run(ctx, args, io.Discard, r.stderr) }()
 	t.Cleanup(func() { r.stop() })
 	re := regexp.MustCompile(strings.Repeat(`(?s)listening on http://\S+,.*`, listeners-1) + `listening on http://\S+,[^\n]*\n`)
@@ -259,7 +262,8 @@ providers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := redisstore.New(redisSrv.Client(t), redisstore.Options{Prefix: prefix})
+	// The proxies' long --timeout (startProxy), for the same reason.
+	store, err := redisstore.New(redisSrv.Client(t), redisstore.Options{Prefix: prefix, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,8 +452,8 @@ func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 	}
 	// Without --insecure-upstream-http the /<host>/ form is https, which
 	// the fake vendor does not speak.
-	if status, body := get(p.addrs[0] + "/" + v.Host() + "/items"); status != 502 {
-		t.Errorf("host form to an http vendor without --insecure-upstream-http: %d %s, want 502", status, body)
+	if status, body := get(p.addrs[0] + "/" + v.Host() + "/items"); status != 502 || !strings.Contains(body, "--insecure-upstream-http") {
+		t.Errorf("host form to an http vendor without --insecure-upstream-http: %d %s, want 502 naming the flag", status, body)
 	}
 	_, metrics := get(p.addrs[0] + "/metrics")
 	for _, want := range []string{`throttle_proxy_requests_total{code="200",provider="vendor"} 1`,
@@ -464,8 +468,28 @@ func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 		t.Errorf("/healthz: %d %s", status, body)
 	}
 	redisSrv.Stop(t)
-	if status, body := get(p.addrs[0] + "/healthz"); status != 503 || !strings.Contains(body, "store_unavailable") {
-		t.Errorf("/healthz with Redis down: %d %s, want 503 store_unavailable", status, body)
+	status, body = get(p.addrs[0] + "/healthz")
+	if status != 503 || !strings.Contains(body, "store_unavailable") || strings.Contains(body, redisSrv.Addr) {
+		t.Errorf("/healthz with Redis down: %d %s, want 503 store_unavailable without Redis's address", status, body)
+	}
+	// The cause and the address are in the log.
+	p.stderr.waitFor(t, regexp.MustCompile(`/healthz.*`+regexp.QuoteMeta(redisSrv.Addr)+`.*connection refused`), p.exited)
+}
+
+// A Redis that does not answer at start is named with the cause and what
+// to check, not as "context deadline exceeded".
+func TestProxyStartNamesTheDeadRedis(t *testing.T) {
+	t.Parallel()
+	redisSrv := redistest.Start(t)
+	redisSrv.Stop(t)
+	code, _, errOut := cli(context.Background(), "proxy", "--redis", "redis://"+redisSrv.Addr)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	for _, want := range []string{redisSrv.Addr, "connection refused", "check that Redis runs there"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
+		}
 	}
 }
 
@@ -482,10 +506,75 @@ func TestProxyUsageErrors(t *testing.T) {
 		{"proxy", "--redis", url, "--route", "github=ftp://api.github.com"},
 		{"proxy", "--redis", url, "--drain-timeout", "0s"},
 		{"proxy", "--redis", url, "--retries", "-1"},
+		{"proxy", "--redis", url, "--max-held-bodies", "0"},
+		{"proxy", "--redis", url, "--max-held-bodies", "1000", "--max-retry-body", "2000"},
 	} {
 		code, _, errOut := cli(context.Background(), args...)
 		if code != exitUsage || errOut == "" {
 			t.Errorf("%q: exit %d (%s), want %d with a message", args, code, errOut, exitUsage)
 		}
+	}
+}
+
+// --business and --allow-lower-costs reach the proxy: a made-up tenant is
+// refused, and a lower cost counts only with the flag.
+func TestProxyTrustFlags(t *testing.T) {
+	t.Parallel()
+	v := throttletest.NewVendor(throttletest.Options{})
+	defer v.Close()
+	cfg := writeConfig(t, fmt.Sprintf(`
+providers:
+  vendor:
+    hosts: [%q]
+    on_limit: fail
+    limits: [{name: daily, limit: 10/day, scope: business}]
+    routes: [{name: search, path: /search, cost: 5}]
+`, v.Host()))
+	redisSrv := redistest.Start(t)
+	args := []string{"--redis", "redis://" + redisSrv.Addr, "--config", cfg, "--insecure-upstream-http", "--business", "acme"}
+	strict, lenient := startProxy(t, 1, args...), startProxy(t, 1, append(args, "--prefix", "lenient:", "--allow-lower-costs")...)
+	get := func(base string, header ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/"+v.Host()+"/search", nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get(strict.addrs[0], "Throttle-Business", "made-up"); got != 400 {
+		t.Errorf("a made-up business through --business acme: %d, want 400", got)
+	}
+	var strictOK, lenientOK int
+	for range 4 {
+		if get(strict.addrs[0], "Throttle-Cost", "1") == 200 {
+			strictOK++
+		}
+		if get(lenient.addrs[0], "Throttle-Cost", "1") == 200 {
+			lenientOK++
+		}
+	}
+	if strictOK != 2 || lenientOK != 4 {
+		t.Errorf("Throttle-Cost 1 on a cost-5 route, quota 10: %d and %d of 4 admitted, want 2 without --allow-lower-costs and 4 with it",
+			strictOK, lenientOK)
+	}
+}
+
+// A listen address in use says so, and what to do.
+func TestProxyListenAddressInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	redisSrv := redistest.Start(t)
+	code, _, errOut := cli(context.Background(), "proxy", "--redis", "redis://"+redisSrv.Addr, "--listen", ln.Addr().String())
+	if code != exitFailure || !strings.Contains(errOut, "another program") || !strings.Contains(errOut, ln.Addr().String()) {
+		t.Errorf("exit %d, stderr %q: want %d naming the address and what to do", code, errOut, exitFailure)
 	}
 }

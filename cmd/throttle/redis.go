@@ -151,7 +151,7 @@ func (f *storeFlags) open(ctx context.Context) (*env, error) {
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		e.close()
-		return nil, fmt.Errorf("redis %s: %w", redactURL(f.redis), err)
+		return nil, redisDown(ctx, client, f.redis, f.timeout, err)
 	}
 	return e, nil
 }

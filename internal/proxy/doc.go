@@ -22,7 +22,11 @@
 // (name=value, comma-separated), Throttle-Cost, Throttle-Limit-Cost
 // (limit=n, comma-separated) and Throttle-Max-Wait, which can only
 // shorten the provider's max_wait. A value that does not parse, an
-// unknown Throttle-* header, or one given twice is a 400.
+// unknown Throttle-* header, one given twice, or a Throttle-Limit-Cost
+// name that is not a limit of the request's stack is a 400. The headers
+// are the client's assertions: a cost header can raise a configured cost
+// but not lower it (unless Options.LowerCosts), and Options.Business
+// binds every request to one business.
 //
 // # Answers of its own
 //
@@ -33,7 +37,7 @@
 //	{"error": "limited", "message": "...", "provider": "github", "limit": "core", "scope": "acme", "retry_after_ms": 1200}
 //
 // with the codes: limited (429, with Retry-After in whole seconds),
-// store_unavailable (503), missing_scope and bad_request (400),
+// store_unavailable and overloaded (503), missing_scope and bad_request (400),
 // unknown_host (403), not_found (404), upstream_error (502),
 // upstream_timeout (504). A vendor's own answers, 429s included, pass
 // through as they are, without Throttle-Error.
@@ -52,5 +56,14 @@
 // so that the retrying client can send it again after a vendor's 429. A
 // larger body is streamed to the vendor as it arrives and sent once,
 // throttled like any other but never retried: a vendor's 429 to it is
-// passed back (and still pauses the scope fleet-wide).
+// passed back (and still pauses the scope fleet-wide). Options.MaxHeldBodies
+// bounds the bytes held at once.
+//
+// # Retries
+//
+// Retries follow throttle.NewClient's rules (backoff.Policy) within the
+// request's hold: every wait, for a slot or before a retry, ends within
+// the request's max wait from when the proxy has it (headers and any
+// held body); a retry that would start later
+// is not made, and the vendor's answer goes back.
 package proxy

@@ -10,6 +10,7 @@ import (
 const (
 	codeLimited          = "limited"           // 429: the throttle refused the request
 	codeStoreUnavailable = "store_unavailable" // 503: the store failed and the provider fails closed
+	codeOverloaded       = "overloaded"        // 503: the bodies held in memory are at their bound
 	codeMissingScope     = "missing_scope"     // 400: a limit with missing: refuse got no value
 	codeBadRequest       = "bad_request"       // 400: a bad Throttle-* header, path, host or cost
 	codeUnknownHost      = "unknown_host"      // 403: no provider claims the host

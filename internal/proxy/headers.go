@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/providers"
 )
 
 // The request headers that carry per-request values, as the context
@@ -124,6 +125,87 @@ func (v *values) apply(ctx context.Context, limit time.Duration) context.Context
 		ctx = throttle.WithMaxWait(ctx, min(v.maxWait, limit))
 	}
 	return ctx
+}
+
+// trust holds what the operator lets the headers do: the configuration
+// is the operator's word, a header only the client's.
+type trust struct {
+	// lowerCosts lets Throttle-Cost and Throttle-Limit-Cost set a cost
+	// below the configured one (Options.LowerCosts).
+	lowerCosts bool
+	// business, when set, is every request's business
+	// (Options.Business).
+	business string
+}
+
+// fit checks v against the request's stack and the operator's trust:
+// Throttle-Limit-Cost must name limits of the stack, a misspelt one being
+// a silent miscount otherwise; a Throttle-Business other than a bound
+// business is refused; and, unless costs may be lowered, a cost below the
+// configured one is raised to it, so that a client can ask to count more
+// than the route says, never less.
+func (v *values) fit(res providers.Resolution, tr trust) error {
+	if tr.business != "" {
+		if v.business != "" && v.business != tr.business {
+			return fmt.Errorf("%w: %s %s: this proxy counts every request for business %s (--business); a client cannot change it",
+				errHeader, HeaderBusiness, quote(v.business), quote(tr.business))
+		}
+		v.business = tr.business
+	}
+	base, own := int64(1), map[string]int64(nil)
+	if res.Route != nil {
+		base, own = res.Route.Cost, res.Route.Costs
+	}
+	for i := range v.limitCosts {
+		c := &v.limitCosts[i]
+		if !inStack(res, c.name) {
+			return fmt.Errorf("%w: %s: no limit %s in the stack of this request (%s)",
+				errHeader, HeaderLimitCost, quote(c.name), stackNames(res))
+		}
+		configured := base
+		if n := own[c.name]; n > 0 {
+			configured = n
+		}
+		if !tr.lowerCosts && c.n < configured {
+			c.n = configured
+		}
+	}
+	if !tr.lowerCosts && v.cost < base {
+		v.cost = 0 // the route's cost
+	}
+	return nil
+}
+
+// inStack reports whether the provider or the matched route has a limit
+// called name.
+func inStack(res providers.Resolution, name string) bool {
+	for _, l := range res.Provider.Limits {
+		if l.Quota.Name == name {
+			return true
+		}
+	}
+	if res.Route != nil {
+		for _, l := range res.Route.Limits {
+			if l.Quota.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stackNames lists the limits of the request's stack for a message.
+func stackNames(res providers.Resolution) string {
+	var names []string
+	for _, l := range res.Provider.Limits {
+		names = append(names, l.Quota.Name)
+	}
+	if res.Route != nil {
+		for _, l := range res.Route.Limits {
+			names = append(names, l.Quota.Name)
+		}
+	}
+	return "provider " + res.Provider.Name + ": " + strings.Join(names, ", ")
 }
 
 // isThrottleHeader reports whether a canonical header name is one of the

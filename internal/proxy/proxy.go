@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fleetquota/throttle"
+	"github.com/fleetquota/throttle/backoff"
 	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
@@ -23,15 +27,32 @@ import (
 // DefaultMaxRetryBody is Options.MaxRetryBody when it is zero.
 const DefaultMaxRetryBody = 1 << 20
 
+// DefaultMaxHeldBodies is Options.MaxHeldBodies when it is zero: 64
+// bodies of the largest size held for retries, thousands of ordinary API
+// calls.
+const DefaultMaxHeldBodies = 64 << 20
+
 // Options configures a Proxy.
 type Options struct {
 	// Registry resolves a request's host to its provider; only hosts it
 	// claims are forwarded. Required. The transport uses it too.
 	Registry *providers.Registry
 	// Throttle are the transport's options: throttle.WithStore (the
-	// fleet's redisstore), WithObserver, WithRetries. New adds
-	// WithRegistry and WithBase last.
+	// fleet's redisstore), WithObserver. New adds WithRegistry and
+	// WithBase last. WithRetries has no effect: see Retries.
 	Throttle []throttle.Option
+	// Retries is the most retries after a vendor's throttle (or a 5xx or
+	// connection error of an idempotent request), as throttle.NewClient
+	// makes them, within the request's hold: every wait, for a slot or
+	// before a retry, ends within the max wait of the request (the
+	// provider's max_wait, or a shorter Throttle-Max-Wait) from when the
+	// proxy has the request (its headers and any body it holds), and a
+	// retry that would start later is not made. Zero means none.
+	Retries int
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
+	// retries where the vendor names no delay; zero means
+	// DefaultRetryWaitMin and DefaultRetryWaitMax.
+	RetryWaitMin, RetryWaitMax time.Duration
 	// Upstream sends the throttled requests to the vendors. Nil means
 	// NewUpstream(0).
 	Upstream http.RoundTripper
@@ -47,6 +68,22 @@ type Options struct {
 	// without retries. Zero means DefaultMaxRetryBody; negative, never
 	// hold a body (no request with a body is retried).
 	MaxRetryBody int64
+	// MaxHeldBodies bounds the bytes of the bodies held in memory at once
+	// (each at most MaxRetryBody): a request whose body would pass it
+	// gets a 503 (overloaded) with Retry-After. Zero means
+	// DefaultMaxHeldBodies; negative, no bound.
+	MaxHeldBodies int64
+	// LowerCosts lets the Throttle-Cost and Throttle-Limit-Cost headers
+	// set a cost below the configured one (a route's cost or costs, else
+	// 1). By default a header can only raise a cost: a lower one counts
+	// as the configured one, so that a client cannot spend less of the
+	// quota than the operator priced its request at.
+	LowerCosts bool
+	// Business, when set, is the business of every request, whatever
+	// the client says: a Throttle-Business with another value is a 400.
+	// It binds the proxy to one tenant, so that a per-business limit
+	// holds against a client that would name a new tenant per request.
+	Business string
 	// Log receives what goes wrong; nil means slog.Default().
 	Log *slog.Logger
 	// Done, when set, is told the provider ("" when none matched) and the
@@ -74,6 +111,8 @@ type Proxy struct {
 	routes       map[string]*url.URL
 	loopbackHTTP bool
 	maxBody      int64
+	held         budget // the bytes of bodies held in memory
+	trust        trust
 	log          *slog.Logger
 	done         func(string, int)
 	rp           *httputil.ReverseProxy
@@ -92,11 +131,19 @@ func New(opts Options) (*Proxy, error) {
 		routes:       map[string]*url.URL{},
 		loopbackHTTP: opts.LoopbackHTTP,
 		maxBody:      opts.MaxRetryBody,
+		trust:        trust{lowerCosts: opts.LowerCosts, business: opts.Business},
 		log:          opts.Log,
 		done:         opts.Done,
 	}
+	if len(opts.Business) > maxValueLen {
+		return nil, fmt.Errorf("%w: Options.Business is %d bytes long, at most %d allowed", errUsage, len(opts.Business), maxValueLen)
+	}
 	if p.maxBody == 0 {
 		p.maxBody = DefaultMaxRetryBody
+	}
+	p.held.max = opts.MaxHeldBodies
+	if p.held.max == 0 {
+		p.held.max = DefaultMaxHeldBodies
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -118,15 +165,25 @@ func New(opts Options) (*Proxy, error) {
 		upstream = NewUpstream(0)
 	}
 	topts := append(append([]throttle.Option(nil), opts.Throttle...),
-		throttle.WithRegistry(opts.Registry), throttle.WithBase(upstream),
-		throttle.WithRetryBodyLimit(max(p.maxBody, 0)))
+		throttle.WithRegistry(opts.Registry), throttle.WithBase(upstream))
 	t, err := throttle.New(topts...)
 	if err != nil {
 		return nil, err
 	}
+	if opts.Retries < 0 || opts.RetryWaitMin < 0 || opts.RetryWaitMax < 0 {
+		return nil, fmt.Errorf("%w: Options.Retries, RetryWaitMin and RetryWaitMax must not be negative", errUsage)
+	}
+	retry := &retrier{next: t, max: opts.Retries, min: opts.RetryWaitMin, cap: opts.RetryWaitMax,
+		policy: &backoff.Policy{SignalsFor: p.signalsFor}}
+	if retry.min == 0 {
+		retry.min = DefaultRetryWaitMin
+	}
+	if retry.cap == 0 {
+		retry.cap = max(DefaultRetryWaitMax, retry.min)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
-		Transport:      dispatch{retrying: t.Client().Transport, once: t},
+		Transport:      dispatch{retrying: retry, once: t},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
@@ -180,16 +237,25 @@ func (p *Proxy) checkUpstream(u *url.URL) error {
 	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("%w: %s: want scheme://host[:port][/path], without user, query or fragment", errUsage, u.Redacted())
 	}
-	if _, ok := p.provider(&http.Request{Method: http.MethodGet, URL: u, Host: u.Host}); !ok {
+	if _, ok := p.resolve(&http.Request{Method: http.MethodGet, URL: u, Host: u.Host}); !ok {
 		return fmt.Errorf("%w: %s: no provider in the configuration claims host %q", errUsage, u.Redacted(), u.Host)
 	}
 	return nil
 }
 
-// provider returns the provider that claims req's host.
-func (p *Proxy) provider(req *http.Request) (*providers.Provider, bool) {
+// resolve returns the provider that claims req's host and the route req
+// matches, as configured (without the request's headers).
+func (p *Proxy) resolve(req *http.Request) (providers.Resolution, bool) {
 	res, ok, _ := p.reg.Resolve(req, providers.Input{})
-	return res.Provider, ok
+	return res, ok
+}
+
+// signalsFor returns the throttling signals of req's provider, or nil.
+func (p *Proxy) signalsFor(req *http.Request) *backoff.Signals {
+	if res, ok := p.resolve(req); ok {
+		return &res.Provider.Signals
+	}
+	return nil
 }
 
 // ServeHTTP forwards /<route>/<path> to the route's base URL and
@@ -267,6 +333,10 @@ type reqInfo struct {
 	provider string
 	status   int
 	once     bool // the body is streamed: no retries
+	// deadline is when the request's hold ends: no wait, for a slot or
+	// before a retry, lasts past it.
+	deadline time.Time
+	held     int64 // bytes of the body held in memory
 }
 
 type infoKey struct{}
@@ -279,23 +349,40 @@ func infoFrom(ctx context.Context) *reqInfo {
 // forward throttles and sends r to out.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, out *url.URL, m mount) {
 	probe := &http.Request{Method: r.Method, URL: out, Host: out.Host, Header: r.Header}
-	prov, ok := p.provider(probe)
+	res, ok := p.resolve(probe)
 	if !ok {
 		p.fail(w, r, "", http.StatusForbidden, codeUnknownHost,
 			fmt.Sprintf("no provider in the configuration claims host %s: the proxy forwards only to configured providers' hosts", quote(out.Host)),
 			func(a *answer) { a.Host = out.Host })
 		return
 	}
+	prov := res.Provider
 	vals, err := parseHeaders(r.Header)
+	if err == nil {
+		err = vals.fit(res, p.trust)
+	}
 	if err != nil {
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, err.Error(), nil)
 		return
 	}
 	info := &reqInfo{out: out, mount: m, front: r.Host, provider: prov.Name}
+	defer func() { p.held.give(info.held) }()
 	if err := p.holdBody(r, info); err != nil {
+		if errors.Is(err, errOverloaded) {
+			w.Header().Set("Retry-After", "1")
+			p.fail(w, r, prov.Name, http.StatusServiceUnavailable, codeOverloaded, err.Error(), nil)
+			return
+		}
 		p.fail(w, r, prov.Name, http.StatusBadRequest, codeBadRequest, "reading the request body: "+err.Error(), nil)
 		return
 	}
+	// The hold starts once the proxy has the request: a slow upload is
+	// the client's time, not a wait the proxy imposes.
+	hold := prov.MaxWait
+	if vals.hasMaxWait {
+		hold = min(hold, vals.maxWait)
+	}
+	info.deadline = time.Now().Add(hold)
 	// No protocol upgrades (WebSocket): Upgrade is a hop-by-hop header
 	// and is dropped, so the reverse proxy sends a plain request.
 	r.Header.Del("Upgrade")
@@ -316,9 +403,24 @@ func (p *Proxy) holdBody(r *http.Request, info *reqInfo) error {
 		info.once = true
 		return nil
 	}
+	// A body of unknown length may take up to the largest size; what it
+	// does not use is given back once it is read.
+	want := r.ContentLength
+	if want < 0 {
+		want = p.maxBody
+	}
+	if !p.held.take(want) {
+		return fmt.Errorf("%w: the request bodies held in memory are at the proxy's bound of %d bytes (--max-held-bodies): retry shortly",
+			errOverloaded, p.held.max)
+	}
+	info.held = want
 	buf, err := io.ReadAll(io.LimitReader(r.Body, p.maxBody+1))
 	if err != nil {
 		return err
+	}
+	if n := min(int64(len(buf)), p.maxBody); n < want {
+		p.held.give(want - n)
+		info.held = n
 	}
 	if int64(len(buf)) > p.maxBody {
 		// Longer than it may be held (a chunked body): what was read is
@@ -340,6 +442,28 @@ type readCloser struct {
 	io.Reader
 	io.Closer
 }
+
+// errOverloaded is wrapped when the bodies held in memory are at their
+// bound.
+var errOverloaded = errors.New("overloaded")
+
+// budget counts bytes held against a bound; max < 0 means none.
+type budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take counts n bytes held, if the bound allows them.
+func (b *budget) take(n int64) bool {
+	if b.used.Add(n) > b.max && b.max >= 0 {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give counts n bytes no longer held.
+func (b *budget) give(n int64) { b.used.Add(-n) }
 
 // dispatch sends a request through the retrying client, or once through
 // the bare transport when its body could not be held for a retry.
@@ -414,7 +538,7 @@ func (p *Proxy) relocate(loc string, out *url.URL, info *reqInfo) string {
 		}
 	}
 	hostForm := info.mount.base == nil || info.mount.prefix != ""
-	if _, claimed := p.provider(&http.Request{Method: http.MethodGet, URL: u, Host: u.Host}); hostForm && claimed && u.Scheme == p.scheme(u.Host) {
+	if _, claimed := p.resolve(&http.Request{Method: http.MethodGet, URL: u, Host: u.Host}); hostForm && claimed && u.Scheme == p.scheme(u.Host) {
 		return front + "/" + strings.ToLower(u.Host) + u.EscapedPath() + tail
 	}
 	return u.String()
@@ -451,7 +575,31 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		p.fail(w, r, prov, http.StatusGatewayTimeout, codeUpstreamTimeout, "the vendor did not answer in time", nil)
 	default:
 		p.log.Warn("throttle proxy: upstream request failed", "provider", prov, "error", err)
-		p.fail(w, r, prov, http.StatusBadGateway, codeUpstreamError, "the request to the vendor failed: "+err.Error(), nil)
+		p.fail(w, r, prov, http.StatusBadGateway, codeUpstreamError, upstreamReason(err), nil)
+	}
+}
+
+// upstreamReason says why a request to the vendor failed, for the client:
+// what kind of failure and what to do, without the addresses (of the
+// vendor's servers, of the DNS server) that the error holds and the
+// proxy's log keeps.
+func upstreamReason(err error) string {
+	var (
+		dns    *net.DNSError
+		cert   *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &record) && string(record.RecordHeader[:]) == "HTTP/":
+		return "the vendor answered plain HTTP to HTTPS: the /<host>/ form is https; for a local test vendor, start the proxy with --insecure-upstream-http"
+	case errors.As(err, &dns):
+		return "the vendor's host name did not resolve; the proxy's log has the details"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the vendor refused the connection; the proxy's log has the details"
+	case errors.As(err, &cert):
+		return "the vendor's TLS certificate was not accepted; the proxy's log has the details"
+	default:
+		return "the request to the vendor failed; the proxy's log has the details"
 	}
 }
 

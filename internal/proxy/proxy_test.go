@@ -278,7 +278,7 @@ func TestVendor429PassesThroughAsItIs(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, "vendor says slow down")
 	})
-	s := start(t, wide, handler, Options{Throttle: []throttle.Option{throttle.WithRetries(1, time.Millisecond, time.Millisecond)}})
+	s := start(t, wide, handler, Options{Retries: 1, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond})
 	resp, body := s.do("GET", s.url("/x"), nil)
 	if resp.StatusCode != 429 || string(body) != "vendor says slow down" || resp.Header.Get(HeaderError) != "" {
 		t.Errorf("got %d %q with %s %q, want the vendor's 429 without %s", resp.StatusCode, body,
@@ -306,7 +306,7 @@ func TestRetryResendsTheBodyAndLargeBodiesGoOnce(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	s := start(t, wide, handler, Options{MaxRetryBody: 16,
-		Throttle: []throttle.Option{throttle.WithRetries(2, time.Millisecond, time.Millisecond)}})
+		Retries: 2, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond})
 
 	resp, body := s.do("POST", s.url("/charge"), strings.NewReader("amount=1"))
 	if resp.StatusCode != 200 || string(body) != "done" {
@@ -412,10 +412,52 @@ func (brokenStore) Pause(context.Context, string, string, time.Duration) error {
 
 func TestUpstreamFailureIs502(t *testing.T) {
 	t.Parallel()
-	s := start(t, wide, nil, Options{Throttle: []throttle.Option{throttle.WithRetries(0, time.Millisecond, time.Millisecond)}})
+	s := start(t, wide, nil, Options{})
 	s.vendor.Close()
 	resp, body := s.do("GET", s.url("/x"), nil)
-	own(t, resp, body, 502, codeUpstreamError)
+	m := own(t, resp, body, 502, codeUpstreamError)
+	if msg, _ := m["message"].(string); !strings.Contains(msg, "refused") || strings.Contains(msg, s.vendor.Host()) {
+		t.Errorf("message %q: want the kind of failure, without the vendor's address", msg)
+	}
+}
+
+// An https request to a plain-http server names the flag that makes the
+// /<host>/ form speak http to loopback hosts.
+func TestHTTPSToAnHTTPServerNamesTheFlag(t *testing.T) {
+	t.Parallel()
+	s := start(t, wide, nil, Options{})
+	base, _ := url.Parse("https://" + s.vendor.Host())
+	p, err := New(Options{Registry: s.proxy.reg, Routes: []Route{{Name: "v", URL: base}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "/v/x", nil))
+	m := own(t, rec.Result(), rec.Body.Bytes(), 502, codeUpstreamError)
+	if msg, _ := m["message"].(string); !strings.Contains(msg, "--insecure-upstream-http") {
+		t.Errorf("message %q: want the flag named", msg)
+	}
+}
+
+// The reasons given to clients keep the addresses in an error (a DNS
+// server's, a vendor server's) to the log.
+func TestUpstreamReasonHidesAddresses(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&net.DNSError{Err: "no such host", Name: "api.vendor.test", Server: "10.255.255.53:53", IsNotFound: true},
+		&net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 6421}, Err: errors.New("no route to host")},
+		&tls.CertificateVerificationError{Err: errors.New("x509: certificate signed by unknown authority")},
+	} {
+		msg := upstreamReason(err)
+		for _, secret := range []string{"10.255.255.53", "10.1.2.3", "6421"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("upstreamReason(%v) = %q: shows %s", err, msg, secret)
+			}
+		}
+		if !strings.Contains(msg, "log") {
+			t.Errorf("upstreamReason(%v) = %q: want a pointer to the log", err, msg)
+		}
+	}
 }
 
 // The first event reaches the client while the vendor still holds the
@@ -735,7 +777,7 @@ func FuzzServeHTTP(f *testing.F) {
 	}
 	base, _ := url.Parse("https://api.vendor.test/base")
 	p, err := New(Options{Registry: providers.NewRegistry(cfg), Upstream: mock, Log: slog.New(slog.DiscardHandler),
-		Routes: []Route{{Name: "v", URL: base}}, Throttle: []throttle.Option{throttle.WithRetries(0, time.Millisecond, time.Millisecond)}})
+		Routes: []Route{{Name: "v", URL: base}}})
 	if err != nil {
 		f.Fatal(err)
 	}
