@@ -112,6 +112,10 @@ func init() { statusCmd.run = runStatus }
 // gives one (a shell sets COLUMNS but seldom exports it).
 const defaultWidth = 100
 
+// minWidth is the narrowest table status writes: a block of lines per
+// limit still reads at 20 columns.
+const minWidth = 20
+
 // statusOptions are the flags of status.
 type statusOptions struct {
 	store         storeFlags
@@ -162,7 +166,7 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "time between refreshes with --watch or --serve")
 	fs.IntVar(&o.top, "top", 10, "scope values shown per provider, busiest first; 0 shows all")
 	fs.IntVar(&o.steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch or --serve")
-	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in; 0 means $COLUMNS, or 100")
+	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in, at least 20; 0 means $COLUMNS, or 100")
 	fs.StringVar(&o.serve, "serve", "", "serve a live status page on `ADDR` (\":8080\" is loopback only) until interrupted")
 	pos, err := parse(statusCmd, fs, args, stdout, stderr)
 	if err != nil {
@@ -173,8 +177,10 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 		return nil, nil, usagef("status takes at most one PROVIDER[/SCOPE], got %d arguments", len(pos))
 	case o.interval <= 0:
 		return nil, nil, usagef("--interval %v must be positive", o.interval)
-	case o.top < 0 || o.steps < 0 || o.width < 0:
-		return nil, nil, usagef("--top, --scan-steps and --width must not be negative")
+	case o.top < 0 || o.steps < 0:
+		return nil, nil, usagef("--top and --scan-steps must not be negative")
+	case o.width != 0 && o.width < minWidth:
+		return nil, nil, usagef("--width %d: want at least %d columns (or 0 for $COLUMNS)", o.width, minWidth)
 	case o.serve != "" && (o.watch || o.asJSON):
 		return nil, nil, usagef("--serve shows its own page: it takes neither --watch nor --json")
 	}
@@ -194,7 +200,7 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	if o.width == 0 {
 		o.width = defaultWidth
 		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-			o.width = n
+			o.width = max(n, minWidth)
 		}
 	}
 	return o, pos, nil

@@ -149,6 +149,7 @@ func TestStatusTableLayout(t *testing.T) {
 		{"status-table-100.golden", false, 100},
 		{"status-table-all-100.golden", true, 100},
 		{"status-table-50.golden", false, 50},
+		{"status-table-20.golden", false, minWidth},
 	} {
 		var b bytes.Buffer
 		if err := renderTable(&b, sampleView(), tc.all, tc.width); err != nil {
