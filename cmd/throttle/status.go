@@ -23,9 +23,10 @@ applied, or the figure a learning limit learned), what is left of it
 (events of cost 1 admitted at once), when it is full again, and the pauses
 in force. A concurrency limit shows the leases held (live ones: not
 released, not expired) and when the soonest expires unless renewed; a
-rolling window its count in the trailing period; a window reservations
-already charged ahead (requests waiting into a later window); a limit that
-settled costs took past its capacity, the debt the next requests wait out.
+rolling window what is left over the trailing period; a window the
+reservations already charged ahead (requests waiting into a later
+window); a limit that settled costs took past its capacity, the debt the
+next requests wait out.
 
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
@@ -34,11 +35,12 @@ header value or a host; a "#..." value as status shows it is taken as it is).
 The table lists only the limits that have state in Redis (a limit without
 state is full); --all lists every limit. Rates are per second, minute,
 hour, day or month, as vendors publish them; a period that headroom
-stretched is shown as the rate per the unit below it (810/min at 95%
-is 769.5/min). The table fits the terminal's width ($COLUMNS, or --width;
-100 when neither is set): long scope values are cut with "…" (--json has
-them whole), notes wrap, and a terminal too narrow for the columns gets
-one block of lines per limit.
+stretched is shown as the rate per its whole units, to a tenth (810/min
+at 95% is 769.5/min). The table fits the terminal's width ($COLUMNS, or --width;
+100 when neither is set): notes move to a line under their row, cells
+wrap at spaces, long scope values are cut with "…" (--json has them
+whole), and a terminal too narrow for the columns gets one block of
+lines per limit.
 
 Per-tenant state is found by SCAN, a bounded number of calls per refresh on
 every master (--scan-steps), so no refresh walks the whole keyspace; the
