@@ -518,6 +518,8 @@ func TestUsageErrors(t *testing.T) {
 		{"status", "--redis", "mysql://x"},
 		{"status", "--redis", "localhost"},
 		{"status", "--interval", "0s", "--redis", f.url},
+		{"status", "--width", "19", "--redis", f.url},
+		{"status", "--width", "-1", "--redis", f.url},
 		f.args("pause", "acme"),                 // no --for
 		f.args("pause", "acme", "--for", "-1s"), // negative
 		f.args("pause"),                         // no target

@@ -23,9 +23,10 @@ applied, or the figure a learning limit learned), what is left of it
 (events of cost 1 admitted at once), when it is full again, and the pauses
 in force. A concurrency limit shows the leases held (live ones: not
 released, not expired) and when the soonest expires unless renewed; a
-rolling window its count in the trailing period; a window reservations
-already charged ahead (requests waiting into a later window); a limit that
-settled costs took past its capacity, the debt the next requests wait out.
+rolling window what is left over the trailing period; a window the
+reservations already charged ahead (requests waiting into a later
+window); a limit that settled costs took past its capacity, the debt the
+next requests wait out.
 
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
@@ -34,11 +35,12 @@ header value or a host; a "#..." value as status shows it is taken as it is).
 The table lists only the limits that have state in Redis (a limit without
 state is full); --all lists every limit. Rates are per second, minute,
 hour, day or month, as vendors publish them; a period that headroom
-stretched is shown as the rate per the unit below it (810/min at 95%
-is 769.5/min). The table fits the terminal's width ($COLUMNS, or --width;
-100 when neither is set): long scope values are cut with "…" (--json has
-them whole), notes wrap, and a terminal too narrow for the columns gets
-one block of lines per limit.
+stretched is shown as the rate per its whole units, to a tenth (810/min
+at 95% is 769.5/min). The table fits the terminal's width ($COLUMNS, or --width;
+100 when neither is set): notes move to a line under their row, cells
+wrap at spaces, long scope values are cut with "…" (--json has them
+whole), and a terminal too narrow for the columns gets one block of
+lines per limit.
 
 Per-tenant state is found by SCAN, a bounded number of calls per refresh on
 every master (--scan-steps), so no refresh walks the whole keyspace; the
@@ -112,6 +114,10 @@ func init() { statusCmd.run = runStatus }
 // gives one (a shell sets COLUMNS but seldom exports it).
 const defaultWidth = 100
 
+// minWidth is the narrowest table status writes: a block of lines per
+// limit still reads at 20 columns.
+const minWidth = 20
+
 // statusOptions are the flags of status.
 type statusOptions struct {
 	store         storeFlags
@@ -162,7 +168,7 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "time between refreshes with --watch or --serve")
 	fs.IntVar(&o.top, "top", 10, "scope values shown per provider, busiest first; 0 shows all")
 	fs.IntVar(&o.steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch or --serve")
-	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in; 0 means $COLUMNS, or 100")
+	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in, at least 20; 0 means $COLUMNS, or 100")
 	fs.StringVar(&o.serve, "serve", "", "serve a live status page on `ADDR` (\":8080\" is loopback only) until interrupted")
 	pos, err := parse(statusCmd, fs, args, stdout, stderr)
 	if err != nil {
@@ -173,8 +179,10 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 		return nil, nil, usagef("status takes at most one PROVIDER[/SCOPE], got %d arguments", len(pos))
 	case o.interval <= 0:
 		return nil, nil, usagef("--interval %v must be positive", o.interval)
-	case o.top < 0 || o.steps < 0 || o.width < 0:
-		return nil, nil, usagef("--top, --scan-steps and --width must not be negative")
+	case o.top < 0 || o.steps < 0:
+		return nil, nil, usagef("--top and --scan-steps must not be negative")
+	case o.width != 0 && o.width < minWidth:
+		return nil, nil, usagef("--width %d: want at least %d columns (or 0 for $COLUMNS)", o.width, minWidth)
 	case o.serve != "" && (o.watch || o.asJSON):
 		return nil, nil, usagef("--serve shows its own page: it takes neither --watch nor --json")
 	}
@@ -194,7 +202,7 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	if o.width == 0 {
 		o.width = defaultWidth
 		if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-			o.width = n
+			o.width = max(n, minWidth)
 		}
 	}
 	return o, pos, nil

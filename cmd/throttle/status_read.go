@@ -19,6 +19,8 @@ type view struct {
 	Providers    []providerView `json:"providers"`
 }
 
+// providerView is one provider's part of a view: its own rows, then its
+// busiest tenants'.
 type providerView struct {
 	Name        string     `json:"name"`
 	TenantScope string     `json:"tenant_scope,omitempty"`
@@ -32,6 +34,8 @@ type providerView struct {
 	Rows           []row      `json:"rows"`
 }
 
+// row is one limit's state for one scope value (the schema is in the
+// usage text).
 type row struct {
 	Limit        string     `json:"limit"`
 	Kind         string     `json:"kind"`

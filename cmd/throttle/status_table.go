@@ -35,11 +35,16 @@ var tableHeadings = []string{"PROVIDER", "LIMIT", "SCOPE", "PUBLISHED", "EFFECTI
 type columns struct {
 	cut   map[int]int
 	whole map[int]bool
+	// trailer moves the last column, when the table does not fit as it
+	// is, to lines of its own under each row, indented past the first
+	// column, before the other columns narrow.
+	trailer bool
 }
 
 // tableColumns: scope values can be long (--json has them whole) and
 // notes are many words; "97 of 100" and "in 4m05s" read best on one line.
-var tableColumns = columns{cut: map[int]int{2: 12, 7: 16}, whole: map[int]bool{5: true, 6: true}}
+// Notes, on few rows, go under their row before the others narrow.
+var tableColumns = columns{cut: map[int]int{2: 12, 7: 16}, whole: map[int]bool{5: true, 6: true}, trailer: true}
 
 // comfortable is the width a column keeps while others can still narrow.
 const comfortable = 20
@@ -194,52 +199,86 @@ func pauseRows(v *view) [][]string {
 // left out (the last only, so that cols keeps its numbers).
 func layout(b *strings.Builder, rows [][]string, width int, cols columns) {
 	rows = dropEmptyLast(rows)
+	if n := len(rows[0]); cols.trailer && n > 1 {
+		front := make([][]string, len(rows))
+		for i, r := range rows {
+			front[i] = r[:n-1]
+		}
+		if _, need := natural(rows); need > width {
+			if widths, ok := fit(front, width, cols); ok {
+				indent := strings.Repeat(" ", widths[0]+2)
+				for i, r := range front {
+					writeRow(b, r, widths)
+					if i > 0 && rows[i][n-1] != "" {
+						wrapTo(b, rows[i][n-1], width, indent)
+					}
+				}
+				return
+			}
+		}
+	}
 	widths, ok := fit(rows, width, cols)
 	if !ok {
 		blocks(b, rows, width)
 		return
 	}
 	for _, r := range rows {
-		cells := make([][]string, len(r))
-		height := 1
-		for i, c := range r {
-			cells[i] = wrap(c, widths[i])
-			height = max(height, len(cells[i]))
-		}
-		for l := 0; l < height; l++ {
-			var line strings.Builder
-			for i := range r {
-				c := ""
-				if l < len(cells[i]) {
-					c = cells[i][l]
-				}
-				line.WriteString(c)
-				if i < len(r)-1 {
-					line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
-				}
+		writeRow(b, r, widths)
+	}
+}
+
+// writeRow writes one row in columns of widths, two spaces apart, its
+// cells wrapped to them.
+func writeRow(b *strings.Builder, r []string, widths []int) {
+	cells := make([][]string, len(r))
+	height := 1
+	for i, c := range r {
+		cells[i] = wrap(c, widths[i])
+		height = max(height, len(cells[i]))
+	}
+	for l := 0; l < height; l++ {
+		var line strings.Builder
+		for i := range r {
+			c := ""
+			if l < len(cells[i]) {
+				c = cells[i][l]
 			}
-			b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+			line.WriteString(c)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
+}
+
+// natural returns the widths of rows' columns, each as wide as its widest
+// cell, and the width they need with two spaces between columns.
+func natural(rows [][]string) (widths []int, need int) {
+	widths = make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 		}
 	}
+	need = 2 * (len(widths) - 1)
+	for _, w := range widths {
+		need += w
+	}
+	return widths, need
 }
 
 // fit returns the columns' widths: as wide as their widest cell, or
 // narrowed to fit in width as cols says; false when that does not fit.
 func fit(rows [][]string, width int, cols columns) ([]int, bool) {
-	n := len(rows[0])
-	widths := make([]int, n)
-	words := make([]int, n)
+	widths, need := natural(rows)
+	words := make([]int, len(widths))
 	for _, r := range rows {
 		for i, c := range r {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
 			for _, w := range strings.Fields(c) {
 				words[i] = max(words[i], utf8.RuneCountInString(w))
 			}
 		}
-	}
-	need := 2 * (n - 1)
-	for _, w := range widths {
-		need += w
 	}
 	// Narrow the column with the most to give first, one rune at a time,
 	// so that the columns share the narrowing.

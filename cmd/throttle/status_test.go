@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -145,6 +149,7 @@ func TestStatusTableLayout(t *testing.T) {
 		{"status-table-100.golden", false, 100},
 		{"status-table-all-100.golden", true, 100},
 		{"status-table-50.golden", false, 50},
+		{"status-table-20.golden", false, minWidth},
 	} {
 		var b bytes.Buffer
 		if err := renderTable(&b, sampleView(), tc.all, tc.width); err != nil {
@@ -203,7 +208,8 @@ func steady(v *view) {
 // TestStatusTableFromRedis renders state written by the store into a
 // real Redis: a provider-wide window, rolling window and GCRA limit, two
 // tenants, one paused, a route's limit under 50% headroom, a lease held.
-// Only the durations that depend on the moment are fixed (steady).
+// Every state lasts seconds at least; only the durations that depend on
+// the moment are fixed (steady).
 func TestStatusTableFromRedis(t *testing.T) {
 	t.Parallel()
 	f := startFixture(t)
@@ -215,10 +221,25 @@ func TestStatusTableFromRedis(t *testing.T) {
 	}
 	f.reserve(t, "https://api.tenants.test/x", "calm")
 	f.reserve(t, "https://api.mixed.test/search", "finder")
-	f.reserve(t, "https://api.models.test/v1/chat", "")
+	// 40 tokens of models' 100/min burst 50 (24s to refill), and a lease.
+	res, _, err := f.cfg.Resolve(httptest.NewRequest("GET", "https://api.models.test/v1/chat", nil), providers.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Request.Cost = 40
+	if r, err := f.store.Reserve(context.Background(), &res.Request); err != nil || !r.Allowed {
+		t.Fatalf("models reservation: %v", err)
+	}
 	mustCLI(t, f.args("pause", "tenants/busy", "--for", "10m")...)
 	v := f.status(t)
 	steady(&v)
+	// mixed's global limit (50/s) refills within 20ms of the search: whether
+	// its state still exists depends on the moment status read it.
+	for i, p := range v.Providers {
+		if p.Name == "mixed" {
+			v.Providers[i].Rows = slices.DeleteFunc(p.Rows, func(r row) bool { return r.Limit == "global" })
+		}
+	}
 	for _, width := range []int{100, 60} {
 		var b bytes.Buffer
 		if err := renderTable(&b, &v, false, width); err != nil {
