@@ -194,6 +194,9 @@ func TestDocsSnippets(t *testing.T) {
 			}
 		})
 	}
+	if env.seen.Load() == 0 {
+		t.Error("no snippet reached the fake GitHub through the proxy: the substitutions no longer match what the documents say")
+	}
 }
 
 // repoRoot is the repository's root: two directories up from this
@@ -219,7 +222,7 @@ type env struct {
 	vars    []string // the snippets' environment
 	subst   *strings.Replacer
 	python  string
-	seen    *atomic.Int64 // requests the fake GitHub answered
+	seen    *atomic.Int64 // requests the fake GitHub answered with 200
 	server  *exec.Cmd     // a background block or Procfile process
 	output  *bytes.Buffer // the server's
 	stopped chan struct{} // closed when server has exited
