@@ -281,6 +281,8 @@ func newEnv(t *testing.T, root string) *env {
 		"GITHUB_TOKEN="+snippetToken,
 		"SSL_CERT_FILE="+certFile,
 		"THROTTLE_REDIS=", // every snippet names its Redis
+		// Loopback is never sent through a proxy of the machine's.
+		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 	)
 
 	// throttle first: blocks above the one that installs it use it.
