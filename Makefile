@@ -100,7 +100,7 @@ oldestgo:
 		v="$$(cd $$m && GOTOOLCHAIN=local go list -m -f '{{.GoVersion}}')" || exit 1; \
 		echo "== $$m: go vet and go build with the oldest Go it supports, go$$v"; \
 		[ -d "$$(go env GOMODCACHE)/golang.org/toolchain@v0.0.1-go$$v.$$(go env GOOS)-$$(go env GOARCH)" ] || \
-			echo "== downloading Go $$v for the oldest-Go check (first run only, about 100 MB; then it compiles the library with it, about a minute)"; \
+			echo "== downloading Go $$v for the oldest-Go check (first run only, a 72 MB download; then it compiles the library with it, about a minute)"; \
 		(cd $$m && set -x && GOTOOLCHAIN=go$$v go vet ./... && GOTOOLCHAIN=go$$v go build -o /dev/null ./...) || exit 1; \
 	done
 

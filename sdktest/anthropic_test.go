@@ -132,3 +132,24 @@ func TestAnthropic429ReachesCallerAsAnthropicError(t *testing.T) {
 	}
 	r.want(t, counts{Admitted: 2, Throttled: 2, Sent: 2, Seen: 2})
 }
+
+// anthropicShouldRetry is a 529 overloaded_error that Anthropic says to
+// retry.
+func anthropicShouldRetry(w http.ResponseWriter, _ *http.Request) {
+	anthropicHeaders(w, 49, nextSecond())
+	w.Header().Set("X-Should-Retry", "true")
+	w.WriteHeader(529)
+	fmt.Fprint(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_sdktest"}`)
+}
+
+// With anthropic-sdk-go's retries off, the throttle still obeys
+// x-should-retry: true, on a POST without an Idempotency-Key.
+func TestAnthropicShouldRetryObeyedByThrottle(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, startVendor(t, anthropicShouldRetry, anthropicMessage), nil, fastRetries)
+	m, err := message(t.Context(), anthropicClient(r.client, 0))
+	if err != nil || m.ID != "msg_1" {
+		t.Fatalf("got %v, %v; want msg_1 after the throttle's retry", m, err)
+	}
+	r.want(t, counts{Admitted: 2, Sent: 2, Seen: 2})
+}

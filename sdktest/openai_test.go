@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetquota/throttle"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -136,4 +137,52 @@ func TestOpenAIRetriesNest(t *testing.T) {
 		t.Fatalf("got %v, want an *openai.Error 429", err)
 	}
 	r.want(t, counts{Admitted: 4, Throttled: 4, Sent: 4, Seen: 4})
+}
+
+// openaiInsufficientQuota is OpenAI's billing stop: a 429 whose error code
+// is insufficient_quota. Waiting does not help.
+func openaiInsufficientQuota(w http.ResponseWriter, _ *http.Request) {
+	openaiHeaders(w, 499)
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprint(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.",`+
+		`"type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+}
+
+// OpenAI's insufficient_quota reaches the caller as the throttle's
+// *throttle.QuotaError (errors.Is ErrQuotaExhausted), not as an
+// *openai.Error: NewClient returns it in place of the response, and
+// nobody retries or pauses on it.
+func TestOpenAIInsufficientQuotaIsAQuotaError(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, startVendor(t, openaiInsufficientQuota), nil, fastRetries)
+	_, err := complete(t.Context(), openaiClient(r.client, 0))
+	var qe *throttle.QuotaError
+	if !errors.Is(err, throttle.ErrQuotaExhausted) || !errors.As(err, &qe) || qe.Provider != "openai" {
+		t.Fatalf("got %v (%T), want a *throttle.QuotaError of openai under it", err, err)
+	}
+	var ae *openai.Error
+	if errors.As(err, &ae) {
+		t.Errorf("insufficient_quota came back as an *openai.Error: %v", ae)
+	}
+	r.want(t, counts{Admitted: 1, Sent: 1, Seen: 1})
+}
+
+// openaiShouldRetry is a 500 that OpenAI says to retry.
+func openaiShouldRetry(w http.ResponseWriter, _ *http.Request) {
+	openaiHeaders(w, 499)
+	w.Header().Set("X-Should-Retry", "true")
+	w.WriteHeader(http.StatusInternalServerError)
+	fmt.Fprint(w, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`)
+}
+
+// With openai-go's retries off, the throttle still obeys x-should-retry:
+// true, on a POST without an Idempotency-Key.
+func TestOpenAIShouldRetryObeyedByThrottle(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, startVendor(t, openaiShouldRetry, openaiCompletion), nil, fastRetries)
+	c, err := complete(t.Context(), openaiClient(r.client, 0))
+	if err != nil || c.ID != "chatcmpl-1" {
+		t.Fatalf("got %v, %v; want chatcmpl-1 after the throttle's retry", c, err)
+	}
+	r.want(t, counts{Admitted: 2, Sent: 2, Seen: 2})
 }

@@ -5,7 +5,12 @@
 // writes "you are over quota", and runs the proxy through which processes
 // in any language share the fleet's quota.
 //
-// Install it with
+// Install it from a checkout of the repository with
+//
+//	go -C cmd/throttle install .
+//
+// (a module of its own, so "go run ./cmd/throttle" at the root does not
+// find it), or, once a release is tagged, with
 //
 //	go install github.com/fleetquota/throttle/cmd/throttle@latest
 //

@@ -127,7 +127,7 @@ func (d *pauseDuration) Set(s string) error {
 		*d = pauseDuration(v)
 		return nil
 	}
-	if s != "" && strings.Trim(s, "0123456789.") == "" {
+	if strings.ContainsAny(s, "0123456789") && strings.Trim(s, "0123456789.") == "" {
 		return fmt.Errorf("%q has no unit: write %ss for seconds or %sm for minutes", s, s, s)
 	}
 	return fmt.Errorf("%q is not a duration: write a number and a unit, without spaces, e.g. 10s, 5m or 1h30m", s)
