@@ -10,6 +10,8 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/throttletest"
 )
 
@@ -100,5 +102,50 @@ providers:
 	}
 	if len(inside) > 0 {
 		t.Errorf("%d requests reached the vendor inside the %v pause, at %v after its 429; want none", len(inside), pause, inside)
+	}
+}
+
+// TestPausedWaiterGivesItsLeaseBack: a waiter that holds a lease of a cap
+// of 1 while it waits for its rate slot, and finds a pause set meanwhile,
+// gives that lease back before it decides again, so its new decision
+// finds the cap free and goes after the pause. (Had it kept the lease,
+// its own lease would fill the cap until its TTL.)
+func TestPausedWaiterGivesItsLeaseBack(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	mem := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	f := newFixture(t, `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    max_wait: 5s
+    limits: [{name: peak, limit: 1/s}, {name: streams, limit: 1 concurrent lease 1m}]
+`, throttle.WithStore(mem), throttle.WithClock(clock))
+	if _, err := f.do(context.Background(), "GET", "https://api.vendor.test/x"); err != nil {
+		t.Fatal(err)
+	}
+	decided := func() int {
+		n := 0
+		for _, e := range f.obs.snapshot() {
+			if e.Kind == throttle.Decided {
+				n++
+			}
+		}
+		return n
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.do(context.Background(), "GET", "https://api.vendor.test/x")
+		done <- err
+	}()
+	waitFor(t, "the second request to wait for its slot", func() bool { return decided() == 2 && clock.Timers() > 0 })
+	if err := mem.Pause(context.Background(), "vendor", "pause", 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second) // its slot, inside the pause
+	waitFor(t, "the waiter to decide again after the pause", func() bool { return decided() == 3 && clock.Timers() > 0 })
+	clock.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Errorf("the waiter: %v, want sent after the pause", err)
 	}
 }

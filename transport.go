@@ -380,7 +380,13 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 			return rsv, nil
 		}
 		// The slot's time has come, so it stays charged (Cancel gives
-		// nothing back then): on the safe side.
+		// nothing back then): on the safe side. Its leases go back, or
+		// the new decision would hold a second set.
+		if rsv.HoldsLeases() {
+			if err := rsv.Release(ctx); err != nil {
+				t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+			}
+		}
 		r := *q
 		r.MaxWait = max(end.Sub(t.clock.Now()), 0)
 		q = &r
