@@ -26,9 +26,10 @@ import (
 //
 //   - Every block names its language. sh and bash blocks run with bash,
 //     python blocks with a python3 that has requests, procfile blocks start
-//     each throttle process they list until it listens, then stop it. Other
-//     languages (go, yaml, json, js, ini, text, ...) are not run here: Go
-//     code is compiled by example tests, YAML by the catalog's tests.
+//     each throttle process they list until it listens, then stop it.
+//     Blocks in other languages (go, yaml, json, js, ini, text, ...) are
+//     not run: the Go ones are fragments with their error checks left
+//     out, and the package examples (example_test.go) are the Go that runs.
 //   - An HTML comment on the line before a block changes how it runs:
 //     "<!-- snippet: skip REASON -->" does not run it (a reason is
 //     required, and such blocks are few); "<!-- snippet: syntax -->" only
@@ -40,10 +41,10 @@ import (
 //     (cmd/throttle, built first) on PATH. What a snippet would reach
 //     outside this machine is replaced by a stand-in on loopback, by the
 //     substitutions below: a redis-server for redis.internal (with a Redis
-//     timeout a loaded machine cannot exceed), a free port
-//     for the proxy's 127.0.0.1:8080, a fake GitHub over TLS for
-//     api.github.com (trusted through SSL_CERT_FILE) and a copy of the
-//     catalog that says it is GitHub. GITHUB_TOKEN is set.
+//     timeout a loaded machine cannot exceed), a free port for the proxy's
+//     127.0.0.1:8080, a fake GitHub over TLS for api.github.com (trusted
+//     through SSL_CERT_FILE) and a copy of the catalog that says it is
+//     GitHub. GITHUB_TOKEN is set.
 //   - make only checks that its targets exist (make -n): make test runs
 //     this test, and make bench takes minutes.
 
