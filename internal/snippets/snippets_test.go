@@ -26,9 +26,10 @@ import (
 //
 //   - Every block names its language. sh and bash blocks run with bash,
 //     python blocks with a python3 that has requests, procfile blocks start
-//     each throttle process they list until it listens, then stop it. Other
-//     languages (go, yaml, json, js, ini, text, ...) are not run here: Go
-//     code is compiled by example tests, YAML by the catalog's tests.
+//     each throttle process they list until it listens, then stop it.
+//     Blocks in other languages (go, yaml, json, js, ini, text, ...) are
+//     not run: the Go ones are fragments with their error checks left
+//     out, and the package examples (example_test.go) are the Go that runs.
 //   - An HTML comment on the line before a block changes how it runs:
 //     "<!-- snippet: skip REASON -->" does not run it (a reason is
 //     required, and such blocks are few); "<!-- snippet: syntax -->" only
@@ -39,10 +40,11 @@ import (
 //   - Blocks run in document order at the repository root, with throttle
 //     (cmd/throttle, built first) on PATH. What a snippet would reach
 //     outside this machine is replaced by a stand-in on loopback, by the
-//     substitutions below: a redis-server for redis.internal, a free port
-//     for the proxy's 127.0.0.1:8080, a fake GitHub over TLS for
-//     api.github.com (trusted through SSL_CERT_FILE) and a copy of the
-//     catalog that says it is GitHub. GITHUB_TOKEN is set.
+//     substitutions below: a redis-server for redis.internal (with a Redis
+//     timeout a loaded machine cannot exceed), a free port for the proxy's
+//     127.0.0.1:8080, a fake GitHub over TLS for api.github.com (trusted
+//     through SSL_CERT_FILE) and a copy of the catalog that says it is
+//     GitHub. GITHUB_TOKEN is set.
 //   - make only checks that its targets exist (make -n): make test runs
 //     this test, and make bench takes minutes.
 
@@ -270,6 +272,10 @@ func newEnv(t *testing.T, root string) *env {
 
 	redis := redistest.Start(t)
 	e.subst = strings.NewReplacer(
+		// The proxy's Redis timeout is 200 ms by default, which a loaded
+		// test machine can exceed on its first ping: one is as much a
+		// failure as a snippet that does not work.
+		"--redis redis://redis.internal:6379/0", "--redis redis://"+redis.Addr+"/0 --timeout 5s",
 		"redis://redis.internal:6379/0", "redis://"+redis.Addr+"/0",
 		"127.0.0.1:8080", freeAddr(t),
 		"https://api.github.com", github.URL,
@@ -436,7 +442,7 @@ func (e *env) startServer(t *testing.T, b block, cmd *exec.Cmd, addr string) {
 
 // stopServer stops the server left running, if any: SIGTERM to its
 // process group (the proxy drains, with nothing in flight), SIGKILL if it
-// is still there after 10 s.
+// is still there after 30 s, time enough on a loaded machine.
 func (e *env) stopServer(t *testing.T) {
 	t.Helper()
 	if e.server == nil {
@@ -446,7 +452,7 @@ func (e *env) stopServer(t *testing.T) {
 	_ = syscall.Kill(pgid, syscall.SIGTERM)
 	select {
 	case <-e.stopped:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-e.stopped
 		t.Errorf("a server of the snippets did not stop on SIGTERM\n%s", e.output.String())
