@@ -83,7 +83,7 @@ providers:
     limits: [{name: hourly, limit: 10/h, burst: 10}]
 `
 	srv := redistest.Start(t)
-	store, err := redisstore.New(srv.Client(t), redisstore.Options{Timeout: 200 * time.Millisecond})
+	store, err := redisstore.New(srv.Client(t), redisstore.Options{Timeout: fleetStoreTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

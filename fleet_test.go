@@ -128,8 +128,12 @@ func TestFleetTenantsOnACluster(t *testing.T) {
 	// the tag "tenanted:<name>" as it is or hashes it).
 	tenants := []string{"acme", "globex", "hooli", "soylent", "tyrell", "wonka"}
 	// Per tenant: 10/s burst 3 (at headroom 90%: 9/s burst 2), plus a
-	// per-minute limit so that each decision has a stack of two keys. One
-	// goroutine per tenant per transport: four in flight per tenant.
+	// per-minute limit and a daily window so that each decision has a
+	// stack of three keys; the daily window's key lasts until the day
+	// ends, so the keys are still there to count per master however long
+	// a loaded machine takes to get there (the GCRA keys expire within
+	// seconds of the last request). One goroutine per tenant per
+	// transport: four in flight per tenant.
 	const yaml = `
 providers:
   tenanted:
@@ -141,6 +145,7 @@ providers:
     limits:
       - {name: peak, limit: 10/s, burst: 3, scope: business, missing: refuse}
       - {name: minute, limit: 550/min burst 50, scope: business, missing: refuse}
+      - {name: daily, limit: 1000000/day, scope: business, missing: refuse}
 `
 	v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(10, time.Second, 3+transports), ScopeHeader: "X-Tenant"})
 	cluster := redistest.StartCluster(t)
@@ -193,8 +198,10 @@ providers:
 		count[a.Scope]++
 	}
 	for _, tenant := range tenants {
-		if count[tenant] < 10 {
-			t.Errorf("tenant %s was served %d times, want at least 10 (%v)", tenant, count[tenant], fmt.Sprint(count))
+		// At least a few each, not a rate: a starved machine serves
+		// fewer than the limit allows, and the limit is checked above.
+		if count[tenant] < 3 {
+			t.Errorf("tenant %s was served %d times, want at least 3 (%v)", tenant, count[tenant], fmt.Sprint(count))
 		}
 	}
 }
