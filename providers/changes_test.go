@@ -128,14 +128,14 @@ func TestReloadRefusesMovedKeys(t *testing.T) {
 	if !errors.Is(err, ErrKeysMoved) || !strings.Contains(err.Error(), "gh: keys per_tenant (business) -> per_provider") {
 		t.Fatalf("Reload = %v, want ErrKeysMoved naming gh", err)
 	}
-	if reg.Config() != old {
+	if reg.config() != old {
 		t.Fatal("the refused configuration is in use")
 	}
 	other := mustLoad(t, strings.Replace(changesBase, "name: daily,", "name: per-day,", 1))
 	if err := reg.Reload(other); err != nil {
 		t.Fatalf("Reload of a renamed limit: %v", err)
 	}
-	if err := reg.Reload(moved, AllowMovedKeys()); err != nil || reg.Config() != moved {
+	if err := reg.Reload(moved, AllowMovedKeys()); err != nil || reg.config() != moved {
 		t.Fatalf("Reload with AllowMovedKeys: %v", err)
 	}
 	// ReloadFile takes the option too.

@@ -229,7 +229,7 @@
 //	  - {name: search, limit: 27/min burst 3, learn: {ceiling: 60}}
 //
 // The configured rate and burst are the floor; the learned rate is the
-// vendor's figure with the headroom applied (Provider.Published), the
+// vendor's figure with the headroom applied (as Load applies it), the
 // burst scaled by the same factor, never above ceiling (headroom applied
 // too). learn on any other kind of limit, on a limit no sync maps, with a
 // ceiling below the rate, or with a headroom that stretches the limit's

@@ -100,7 +100,7 @@ func (e *ConfigError) MoreLine() string {
 }
 
 // The bounds on what a ConfigError repeats of its input. A configuration
-// is untrusted input, up to MaxFileSize bytes: without them, 200,000
+// is untrusted input, up to maxFileSize bytes: without them, 200,000
 // unknown fields made a 39 MB error, and a 3 MB host name was echoed
 // whole.
 const (

@@ -11,8 +11,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// MaxFileSize bounds the configuration Load accepts.
-const MaxFileSize = 4 << 20
+// maxFileSize bounds the configuration Load accepts.
+const maxFileSize = 4 << 20
 
 // maxStack bounds the limits of one stack (a provider's plus a route's).
 const maxStack = 32
@@ -88,7 +88,7 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,8 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 
 // Load parses and validates a configuration. name is used in error
 // messages (usually the file name). Every problem found is reported in one
-// *ConfigError, which wraps ErrConfig.
+// *ConfigError, which wraps ErrConfig. A configuration of more than 4 MiB
+// is refused.
 func Load(name string, data []byte, opts ...Option) (cfg *Config, err error) {
 	o := newOptions(opts)
 	l := &loader{file: name, lookup: o.lookup}
@@ -196,8 +197,8 @@ func (l *loader) load(data []byte) *Config {
 // document parses data as one YAML document and returns its root node,
 // or nil after a problem that leaves nothing to decode.
 func (l *loader) document(data []byte) *yaml.Node {
-	if len(data) > MaxFileSize {
-		l.add(nil, "", "the file is larger than %d bytes", MaxFileSize)
+	if len(data) > maxFileSize {
+		l.add(nil, "", "the file is larger than %d bytes", maxFileSize)
 		return nil
 	}
 	var doc yaml.Node

@@ -97,7 +97,7 @@ func TestLoadFileErrors(t *testing.T) {
 	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || errors.Is(err, ErrConfig) {
 		t.Errorf("LoadFile(missing) = %v; want a file error that is not ErrConfig", err)
 	}
-	big := make([]byte, MaxFileSize+1)
+	big := make([]byte, maxFileSize+1)
 	if _, err := Load("big.yaml", big); !errors.Is(err, ErrConfig) {
 		t.Errorf("Load(big) = %v; want ErrConfig", err)
 	}

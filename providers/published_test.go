@@ -20,8 +20,8 @@ providers:
 		t.Fatal(err)
 	}
 	p, _ := cfg.Provider("p")
-	if got, burst := p.Published(40), p.Limits[0].Quota.Capacity(); got != burst {
-		t.Errorf("Published(40) = %d, want the burst of 40 at 95%%, %d", got, burst)
+	if got, burst := p.published(40), p.Limits[0].Quota.Capacity(); got != burst {
+		t.Errorf("published(40) = %d, want the burst of 40 at 95%%, %d", got, burst)
 	}
 	for _, tc := range []struct {
 		headroom float64
@@ -29,8 +29,8 @@ providers:
 	}{
 		{0.95, 1, 1}, {0.95, 0, 0}, {0.95, 5000, 4750}, {0, 7, 7}, {1, 7, 7},
 	} {
-		if got := (&Provider{Headroom: tc.headroom}).Published(tc.n); got != tc.want {
-			t.Errorf("headroom %v: Published(%d) = %d, want %d", tc.headroom, tc.n, got, tc.want)
+		if got := (&Provider{Headroom: tc.headroom}).published(tc.n); got != tc.want {
+			t.Errorf("headroom %v: published(%d) = %d, want %d", tc.headroom, tc.n, got, tc.want)
 		}
 	}
 }

@@ -143,8 +143,8 @@ func NewRegistry(cfg *Config) *Registry {
 	return r
 }
 
-// Config returns the configuration in use, or nil.
-func (r *Registry) Config() *Config { return r.cur.Load() }
+// config returns the configuration in use, or nil.
+func (r *Registry) config() *Config { return r.cur.Load() }
 
 // Reload makes cfg the configuration for every later Resolve. A nil cfg is
 // an error and changes nothing.

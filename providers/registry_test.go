@@ -323,13 +323,13 @@ func TestReloadFile(t *testing.T) {
 	if err := reg.ReloadFile(good); err != nil {
 		t.Fatal(err)
 	}
-	old := reg.Config()
+	old := reg.config()
 	err := reg.ReloadFile(bad)
 	var ce *ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) < 2 {
 		t.Fatalf("ReloadFile(bad) = %v; want every problem", err)
 	}
-	if reg.Config() != old {
+	if reg.config() != old {
 		t.Errorf("a bad reload replaced the configuration")
 	}
 }

@@ -113,7 +113,7 @@ func statedLimit(rd backoff.Reading, lim *quota.Limit, p *Provider) (int64, bool
 	if !lim.Learn || !rd.HasLimit || rd.Limit <= 0 || rd.Window != 0 && rd.Window != lim.Period {
 		return 0, false
 	}
-	return p.Published(rd.Limit), true
+	return p.published(rd.Limit), true
 }
 
 // ourRemaining maps a vendor's counter onto lim, a limit of provider p:
@@ -142,7 +142,7 @@ func ourRemaining(rd backoff.Reading, lim *quota.Limit, p *Provider) (int64, boo
 // models: its limit, with p's headroom applied, is lim's capacity, and
 // the window it states, if any, is lim's period.
 func sameBucket(rd backoff.Reading, lim *quota.Limit, p *Provider) bool {
-	if !rd.HasLimit || rd.Limit <= 0 || p.Published(rd.Limit) != lim.Capacity() {
+	if !rd.HasLimit || rd.Limit <= 0 || p.published(rd.Limit) != lim.Capacity() {
 		return false
 	}
 	return rd.Window == 0 || rd.Window == period(lim)

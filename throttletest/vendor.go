@@ -302,12 +302,12 @@ func (v *Vendor) maxIn(window time.Duration, keep func(*Arrival) bool) int {
 		}
 	}
 	v.mu.Unlock()
-	return MaxIn(ts, window)
+	return maxInTimes(ts, window)
 }
 
-// MaxIn returns the largest number of times that fall in one half-open
+// maxInTimes returns the largest number of times that fall in one half-open
 // window [t, t+window). The times need not be sorted; ts is not changed.
-func MaxIn(ts []time.Time, window time.Duration) int {
+func maxInTimes(ts []time.Time, window time.Duration) int {
 	s := append([]time.Time(nil), ts...)
 	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
 	best, lo := 0, 0

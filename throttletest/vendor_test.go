@@ -339,7 +339,7 @@ func TestHandlerAnswersAdmittedRequests(t *testing.T) {
 	}
 }
 
-func TestMaxIn(t *testing.T) {
+func TestMaxInTimes(t *testing.T) {
 	t.Parallel()
 	ms := func(n ...int) []time.Time {
 		var out []time.Time
@@ -360,8 +360,8 @@ func TestMaxIn(t *testing.T) {
 		{ms(1000, 0, 500, 1499, 200), time.Second, 3},
 		{ms(0, 0, 0), time.Millisecond, 3},
 	} {
-		if got := MaxIn(c.ts, c.window); got != c.want {
-			t.Errorf("MaxIn(%v, %v) = %d, want %d", c.ts, c.window, got, c.want)
+		if got := maxInTimes(c.ts, c.window); got != c.want {
+			t.Errorf("maxInTimes(%v, %v) = %d, want %d", c.ts, c.window, got, c.want)
 		}
 	}
 }

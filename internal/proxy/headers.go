@@ -18,20 +18,20 @@ import (
 // helpers of package throttle do for Go callers. The proxy reads them and
 // strips every Throttle-* header before forwarding.
 const (
-	// HeaderBusiness is the value of "business" scopes (throttle.WithBusiness).
-	HeaderBusiness = "Throttle-Business"
-	// HeaderLabel is one or more name=value pairs, comma-separated, for
+	// headerBusiness is the value of "business" scopes (throttle.WithBusiness).
+	headerBusiness = "Throttle-Business"
+	// headerLabel is one or more name=value pairs, comma-separated, for
 	// "label:<name>" scopes (throttle.WithLabel).
-	HeaderLabel = "Throttle-Label"
-	// HeaderCost is the request's cost in its stack (throttle.WithCost).
-	HeaderCost = "Throttle-Cost"
-	// HeaderLimitCost is one or more limit=n pairs, comma-separated: the
+	headerLabel = "Throttle-Label"
+	// headerCost is the request's cost in its stack (throttle.WithCost).
+	headerCost = "Throttle-Cost"
+	// headerLimitCost is one or more limit=n pairs, comma-separated: the
 	// cost of named limits (throttle.WithLimitCost).
-	HeaderLimitCost = "Throttle-Limit-Cost"
-	// HeaderMaxWait is the longest wait for a slot, a Go duration ("1.5s",
+	headerLimitCost = "Throttle-Limit-Cost"
+	// headerMaxWait is the longest wait for a slot, a Go duration ("1.5s",
 	// "200ms") or seconds ("1.5"); it can only shorten the provider's
 	// max_wait (throttle.WithMaxWait).
-	HeaderMaxWait = "Throttle-Max-Wait"
+	headerMaxWait = "Throttle-Max-Wait"
 	// HeaderError is set on every answer the proxy makes itself instead of
 	// forwarding the vendor's, to the "error" code of its JSON body:
 	// "limited" on a refusal's 429, never on a vendor's own 429.
@@ -75,29 +75,29 @@ func parseHeaders(h http.Header) (*values, error) {
 		}
 		var err error
 		switch name {
-		case HeaderBusiness:
+		case headerBusiness:
 			v.business, err = single(name, vals)
 			if err == nil {
 				err = checkValue(name, v.business)
 			}
-		case HeaderCost:
+		case headerCost:
 			var s string
 			if s, err = single(name, vals); err == nil {
 				v.cost, err = count(name, s)
 			}
-		case HeaderMaxWait:
+		case headerMaxWait:
 			var s string
 			if s, err = single(name, vals); err == nil {
 				v.maxWait, err = duration(s)
 				v.hasMaxWait = err == nil
 			}
-		case HeaderLabel:
+		case headerLabel:
 			v.labels, err = pairs(name, vals, false)
-		case HeaderLimitCost:
+		case headerLimitCost:
 			v.limitCosts, err = pairs(name, vals, true)
 		default:
 			err = fmt.Errorf("%w: unknown header %s (known: %s, %s, %s, %s, %s)", errHeader, quote(name),
-				HeaderBusiness, HeaderLabel, HeaderCost, HeaderLimitCost, HeaderMaxWait)
+				headerBusiness, headerLabel, headerCost, headerLimitCost, headerMaxWait)
 		}
 		if err != nil {
 			return nil, err
@@ -148,7 +148,7 @@ func (v *values) fit(res providers.Resolution, tr trust) error {
 	if tr.business != "" {
 		if v.business != "" && v.business != tr.business {
 			return fmt.Errorf("%w: %s %s: this proxy counts every request for business %s (--business); a client cannot change it",
-				errHeader, HeaderBusiness, quote(v.business), quote(tr.business))
+				errHeader, headerBusiness, quote(v.business), quote(tr.business))
 		}
 		v.business = tr.business
 	}
@@ -160,7 +160,7 @@ func (v *values) fit(res providers.Resolution, tr trust) error {
 		c := &v.limitCosts[i]
 		if !inStack(res, c.name) {
 			return fmt.Errorf("%w: %s: no limit %s in the stack of this request (%s)",
-				errHeader, HeaderLimitCost, quote(c.name), stackNames(res))
+				errHeader, headerLimitCost, quote(c.name), stackNames(res))
 		}
 		configured := base
 		if n := own[c.name]; n > 0 {
@@ -242,7 +242,7 @@ func count(name, s string) (int64, error) {
 // duration parses a Go duration or a number of seconds, at least 0.
 func duration(s string) (time.Duration, error) {
 	bad := fmt.Errorf("%w: %s %s: want a duration such as 500ms or 2s, or seconds such as 1.5, from 0 to %v",
-		errHeader, HeaderMaxWait, quote(s), maxWaitCap)
+		errHeader, headerMaxWait, quote(s), maxWaitCap)
 	if len(s) > 32 || s == "" {
 		return 0, bad
 	}

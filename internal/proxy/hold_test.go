@@ -27,7 +27,7 @@ func throttled(name, value string) http.Handler {
 // attempts are counted; nothing here depends on how fast the machine is.
 func TestRetriesStayWithinTheHold(t *testing.T) {
 	t.Parallel()
-	retries := Options{Retries: 3, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond}
+	retries := Options{Retries: 3, retryWaitMin: time.Millisecond, retryWaitMax: time.Millisecond}
 	for _, tc := range []struct {
 		name     string
 		provider string
@@ -36,7 +36,7 @@ func TestRetriesStayWithinTheHold(t *testing.T) {
 		want     int // vendor attempts
 	}{
 		{"a delay past max_wait", "    max_wait: 1s\n" + wide, throttled("Retry-After", "4"), nil, 1},
-		{"a delay past Throttle-Max-Wait 0", "    max_wait: 1m\n" + wide, throttled("Retry-After-Ms", "1"), []string{HeaderMaxWait, "0"}, 1},
+		{"a delay past Throttle-Max-Wait 0", "    max_wait: 1m\n" + wide, throttled("Retry-After-Ms", "1"), []string{headerMaxWait, "0"}, 1},
 		{"a delay past on_limit: fail", "    on_limit: fail\n" + wide, throttled("Retry-After-Ms", "1"), nil, 1},
 		{"delays within max_wait", "    max_wait: 1m\n" + wide, throttled("Retry-After-Ms", "1"), nil, 4},
 	} {
@@ -90,7 +90,7 @@ func TestHeldBodiesAreBounded(t *testing.T) {
 	for _, chunked := range []bool{false, true} {
 		status := waiting(chunked)
 		// Max wait 0: without the bound it would be refused, not wait.
-		resp, got := s.do("POST", s.url("/upload"), strings.NewReader(body), HeaderMaxWait, "0")
+		resp, got := s.do("POST", s.url("/upload"), strings.NewReader(body), headerMaxWait, "0")
 		clock.Advance(time.Second)
 		if got := <-status; got != 200 {
 			t.Errorf("the waiting request got %d, want 200", got)

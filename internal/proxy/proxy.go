@@ -49,10 +49,10 @@ type Options struct {
 	// proxy has the request (its headers and any body it holds), and a
 	// retry that would start later is not made. Zero means none.
 	Retries int
-	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
+	// retryWaitMin and retryWaitMax bound the exponential backoff between
 	// retries where the vendor names no delay; zero means
-	// DefaultRetryWaitMin and DefaultRetryWaitMax.
-	RetryWaitMin, RetryWaitMax time.Duration
+	// defaultRetryWaitMin and defaultRetryWaitMax.
+	retryWaitMin, retryWaitMax time.Duration
 	// Upstream sends the throttled requests to the vendors. Nil means
 	// NewUpstream(0).
 	Upstream http.RoundTripper
@@ -170,16 +170,16 @@ func New(opts Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Retries < 0 || opts.RetryWaitMin < 0 || opts.RetryWaitMax < 0 {
-		return nil, fmt.Errorf("%w: Options.Retries, RetryWaitMin and RetryWaitMax must not be negative", errUsage)
+	if opts.Retries < 0 || opts.retryWaitMin < 0 || opts.retryWaitMax < 0 {
+		return nil, fmt.Errorf("%w: Options.Retries, retryWaitMin and retryWaitMax must not be negative", errUsage)
 	}
-	retry := &retrier{next: t, max: opts.Retries, min: opts.RetryWaitMin, cap: opts.RetryWaitMax,
+	retry := &retrier{next: t, max: opts.Retries, min: opts.retryWaitMin, cap: opts.retryWaitMax,
 		policy: &backoff.Policy{SignalsFor: p.signalsFor}}
 	if retry.min == 0 {
-		retry.min = DefaultRetryWaitMin
+		retry.min = defaultRetryWaitMin
 	}
 	if retry.cap == 0 {
-		retry.cap = max(DefaultRetryWaitMax, retry.min)
+		retry.cap = max(defaultRetryWaitMax, retry.min)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,

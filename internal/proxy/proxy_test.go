@@ -246,10 +246,10 @@ func TestStripsThrottleAndHopByHopHeaders(t *testing.T) {
 func TestRefusalIs429WithJSON(t *testing.T) {
 	t.Parallel()
 	s := start(t, "    on_limit: fail\n    limits: [{name: per-tenant, limit: 1/min, scope: business}]\n", nil, Options{})
-	if resp, body := s.do("GET", s.url("/x"), nil, HeaderBusiness, "acme"); resp.StatusCode != 200 {
+	if resp, body := s.do("GET", s.url("/x"), nil, headerBusiness, "acme"); resp.StatusCode != 200 {
 		t.Fatalf("first request: %d %s", resp.StatusCode, body)
 	}
-	resp, body := s.do("GET", s.url("/x"), nil, HeaderBusiness, "acme")
+	resp, body := s.do("GET", s.url("/x"), nil, headerBusiness, "acme")
 	m := own(t, resp, body, 429, codeLimited)
 	if m["provider"] != "vendor" || m["limit"] != "per-tenant" || m["scope"] != "acme" {
 		t.Errorf("body %s: want provider vendor, limit per-tenant, scope acme", body)
@@ -262,7 +262,7 @@ func TestRefusalIs429WithJSON(t *testing.T) {
 		t.Errorf("Retry-After %q, want 60 (whole seconds, rounded up)", ra)
 	}
 	// Another tenant has its own state.
-	if resp, body := s.do("GET", s.url("/x"), nil, HeaderBusiness, "globex"); resp.StatusCode != 200 {
+	if resp, body := s.do("GET", s.url("/x"), nil, headerBusiness, "globex"); resp.StatusCode != 200 {
 		t.Errorf("other tenant: %d %s", resp.StatusCode, body)
 	}
 	if n := len(s.vendorSaw()); n != 2 {
@@ -278,7 +278,7 @@ func TestVendor429PassesThroughAsItIs(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, "vendor says slow down")
 	})
-	s := start(t, wide, handler, Options{Retries: 1, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond})
+	s := start(t, wide, handler, Options{Retries: 1, retryWaitMin: time.Millisecond, retryWaitMax: time.Millisecond})
 	resp, body := s.do("GET", s.url("/x"), nil)
 	if resp.StatusCode != 429 || string(body) != "vendor says slow down" || resp.Header.Get(HeaderError) != "" {
 		t.Errorf("got %d %q with %s %q, want the vendor's 429 without %s", resp.StatusCode, body,
@@ -306,7 +306,7 @@ func TestRetryResendsTheBodyAndLargeBodiesGoOnce(t *testing.T) {
 		io.WriteString(w, "done")
 	})
 	s := start(t, wide, handler, Options{MaxRetryBody: 16,
-		Retries: 2, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond})
+		Retries: 2, retryWaitMin: time.Millisecond, retryWaitMax: time.Millisecond})
 
 	resp, body := s.do("POST", s.url("/charge"), strings.NewReader("amount=1"))
 	if resp.StatusCode != 200 || string(body) != "done" {
@@ -382,7 +382,7 @@ func TestMaxWaitHeaderOnlyShortensTheWait(t *testing.T) {
 	}
 	// An hour would admit the next slot in a minute; the provider's 50ms
 	// does not.
-	resp, body := s.do("GET", s.url("/x"), nil, HeaderMaxWait, "1h")
+	resp, body := s.do("GET", s.url("/x"), nil, headerMaxWait, "1h")
 	own(t, resp, body, 429, codeLimited)
 }
 
@@ -614,12 +614,12 @@ func TestStalledBodyTimesOut(t *testing.T) {
 
 func TestParseHeaders(t *testing.T) {
 	h := http.Header{}
-	h.Set(HeaderBusiness, " acme ")
-	h.Add(HeaderLabel, "class=batch, tier = gold")
-	h.Add(HeaderLabel, "region=eu")
-	h.Set(HeaderCost, "3")
-	h.Set(HeaderLimitCost, "tokens=1200")
-	h.Set(HeaderMaxWait, "1.5")
+	h.Set(headerBusiness, " acme ")
+	h.Add(headerLabel, "class=batch, tier = gold")
+	h.Add(headerLabel, "region=eu")
+	h.Set(headerCost, "3")
+	h.Set(headerLimitCost, "tokens=1200")
+	h.Set(headerMaxWait, "1.5")
 	v, err := parseHeaders(h)
 	if err != nil {
 		t.Fatal(err)
@@ -629,7 +629,7 @@ func TestParseHeaders(t *testing.T) {
 	if got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
-	h.Set(HeaderMaxWait, "250ms")
+	h.Set(headerMaxWait, "250ms")
 	if v, err := parseHeaders(h); err != nil || v.maxWait != 250*time.Millisecond {
 		t.Errorf("250ms: %v, %v", v, err)
 	}
@@ -640,7 +640,7 @@ func FuzzParseHeaders(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, name := range []string{HeaderBusiness, HeaderLabel, HeaderCost, HeaderLimitCost, HeaderMaxWait, "Throttle-X"} {
+		for _, name := range []string{headerBusiness, headerLabel, headerCost, headerLimitCost, headerMaxWait, "Throttle-X"} {
 			v, err := parseHeaders(http.Header{name: {s}})
 			if err == nil && v.hasMaxWait && (v.maxWait < 0 || v.maxWait > maxWaitCap) {
 				t.Errorf("%s %q: max wait %v out of bounds", name, s, v.maxWait)
@@ -787,8 +787,8 @@ func FuzzServeHTTP(f *testing.F) {
 			return
 		}
 		r := &http.Request{Method: "GET", URL: u, Host: "proxy", Header: http.Header{}, RequestURI: u.RequestURI()}
-		r.Header.Set(HeaderBusiness, business)
-		r.Header.Set(HeaderCost, cost)
+		r.Header.Set(headerBusiness, business)
+		r.Header.Set(headerCost, cost)
 		w := httptest.NewRecorder()
 		p.ServeHTTP(w, r.WithContext(context.Background()))
 		if w.Code == http.StatusBadGateway {

@@ -11,10 +11,10 @@ import (
 	"github.com/fleetquota/throttle/backoff"
 )
 
-// Defaults of Options.RetryWaitMin and RetryWaitMax: throttle.NewClient's.
+// Defaults of Options.retryWaitMin and retryWaitMax: throttle.NewClient's.
 const (
-	DefaultRetryWaitMin = 500 * time.Millisecond
-	DefaultRetryWaitMax = 30 * time.Second
+	defaultRetryWaitMin = 500 * time.Millisecond
+	defaultRetryWaitMax = 30 * time.Second
 )
 
 // retrier sends a request through the throttle's transport, and again

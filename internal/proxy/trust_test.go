@@ -35,10 +35,10 @@ func TestHeadersCannotLowerConfiguredCosts(t *testing.T) {
 		path   string
 		header []string
 	}{
-		{"/search", []string{HeaderCost, "1"}},
-		{"/search", []string{HeaderLimitCost, "daily=1"}},
-		{"/export", []string{HeaderLimitCost, "daily=1"}},
-		{"/export", []string{HeaderCost, "1"}},
+		{"/search", []string{headerCost, "1"}},
+		{"/search", []string{headerLimitCost, "daily=1"}},
+		{"/export", []string{headerLimitCost, "daily=1"}},
+		{"/export", []string{headerCost, "1"}},
 	} {
 		s := start(t, priced, nil, Options{})
 		if got := s.admitted(4, tc.path, tc.header...); got != 2 {
@@ -51,11 +51,11 @@ func TestHeadersCannotLowerConfiguredCosts(t *testing.T) {
 func TestHeadersRaiseCostsAndLowerThemWhenAllowed(t *testing.T) {
 	t.Parallel()
 	s := start(t, priced, nil, Options{})
-	if got := s.admitted(3, "/search", HeaderCost, "10"); got != 1 {
+	if got := s.admitted(3, "/search", headerCost, "10"); got != 1 {
 		t.Errorf("cost raised to 10: vendor saw %d of 3, want 1", got)
 	}
 	s = start(t, priced, nil, Options{LowerCosts: true})
-	if got := s.admitted(12, "/export", HeaderLimitCost, "daily=1"); got != 10 {
+	if got := s.admitted(12, "/export", headerLimitCost, "daily=1"); got != 10 {
 		t.Errorf("LowerCosts, daily=1: vendor saw %d of 12, want 10", got)
 	}
 }
@@ -65,7 +65,7 @@ func TestHeadersRaiseCostsAndLowerThemWhenAllowed(t *testing.T) {
 func TestUnknownLimitCostNameIs400(t *testing.T) {
 	t.Parallel()
 	s := start(t, priced, nil, Options{})
-	resp, body := s.do("GET", s.url("/search"), nil, HeaderLimitCost, "daly=6")
+	resp, body := s.do("GET", s.url("/search"), nil, headerLimitCost, "daly=6")
 	m := own(t, resp, body, 400, codeBadRequest)
 	if msg, _ := m["message"].(string); !strings.Contains(msg, `no limit "daly"`) || !strings.Contains(msg, "daily, hourly") {
 		t.Errorf("message %q: want the unknown name and the stack's limits", msg)
@@ -85,11 +85,11 @@ func TestBusinessBoundToTheProxy(t *testing.T) {
 	if got := s.admitted(3, "/x"); got != 2 {
 		t.Errorf("no header: vendor saw %d of 3, want 2 (acme's 2/min)", got)
 	}
-	if got := s.admitted(1, "/x", HeaderBusiness, "acme"); got != 0 {
+	if got := s.admitted(1, "/x", headerBusiness, "acme"); got != 0 {
 		t.Errorf("Throttle-Business acme: vendor saw %d, want 0 (acme's minute is spent)", got)
 	}
 	for _, made := range []string{"tenant-1", "tenant-2"} {
-		resp, body := s.do("GET", s.url("/x"), nil, HeaderBusiness, made)
+		resp, body := s.do("GET", s.url("/x"), nil, headerBusiness, made)
 		m := own(t, resp, body, 400, codeBadRequest)
 		if msg, _ := m["message"].(string); !strings.Contains(msg, `business "acme"`) {
 			t.Errorf("message %q: want the bound business", msg)

@@ -37,7 +37,7 @@ func StartDelay(tb testing.TB, target string, delay time.Duration) *Delay {
 	d := &Delay{Addr: ln.Addr().String(), ln: ln, delay: delay, quit: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	d.wg.Add(1)
 	go d.accept(target)
-	tb.Cleanup(d.Close)
+	tb.Cleanup(d.close)
 	return d
 }
 
@@ -131,9 +131,9 @@ func (d *Delay) pipe(src, dst net.Conn) {
 	_ = dst.Close()
 }
 
-// Close stops the proxy: the listener and every connection through it.
+// close stops the proxy: the listener and every connection through it.
 // It may be called more than once.
-func (d *Delay) Close() {
+func (d *Delay) close() {
 	d.once.Do(func() {
 		d.mu.Lock()
 		close(d.quit)

@@ -250,7 +250,7 @@ func TestDelay(t *testing.T) {
 	if took := time.Since(begin); took < 4*delay {
 		t.Errorf("two round trips through a %v delay took %v, want at least %v", delay, took, 4*delay)
 	}
-	d.Close()
+	d.close()
 	if err := c.Ping(ctx).Err(); err == nil {
 		t.Error("PING after the delay proxy closed succeeded")
 	}
