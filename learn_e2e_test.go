@@ -231,8 +231,8 @@ providers:
 // downgrade, or the real limit after a bogus figure). The 150 count at
 // 100 a minute from then on: 100 a minute with a burst of 100 allows 200
 // in the minute from the burst, so about 50 more go in that minute, not
-// the 180 the fleet sent when the 150 counted at the emission interval of
-// 1,000 a minute.
+// the 185 the fleet sent when the 150 counted at the emission interval of
+// 1,000 a minute. Requests go one at a time on a stepped clock.
 func TestE2ELearnFallsBack(t *testing.T) {
 	t.Parallel()
 	f := newLearnFleet(t)
