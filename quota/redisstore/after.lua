@@ -1,8 +1,7 @@
 --[[
 after.lua acts on an admitted reservation after its request went: one call
 per response, whatever operations apply, with an op code per item (an item
-may appear once per op, its key repeated in KEYS). Each entry takes one
-key in KEYS, in order, except "learn", which takes two. Numbers, clock and
+may appear once per op, its key repeated in KEYS). Numbers, clock and
 TTLs are as in reserve.lua.
 
 Op "sync" (package quota's doc, "Sync"): the vendor reported R, how many
@@ -69,9 +68,11 @@ delta*T, the key deleted when that is idle. Window: the count of the
 window charged moves by delta while that window is open, never below zero
 and, for an excess, past the rate if need be.
 
-KEYS  1..n   the item keys, in the order of ARGV's entries
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
-      op and its arguments:
+KEYS  per entry, in the order of ARGV's entries, its item key; for
+      "learn" the learned key, then the item key (both in the request's
+      hash tag: the learned key is named after the item key)
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n, the count of
+      entries; then per entry an op and its arguments:
         "sync", "g", T (µs), DVT (µs), R, mark (µs)
         "sync", "w", rate, R, window start (µs, as reserve.lua wrote it),
                      window end (µs), count at mark
@@ -81,7 +82,8 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
         "settle", "g", mark (the tat set), delta, T (µs), reach (µs)
         "settle", "w", the window start charged, its end (µs), delta
         "learn", L, at (µs), TTL (µs), P (µs), N, B, hi
-          with two keys: the learned key, then the item key
+          where P, N, B and hi are the limit's period, floor rate,
+          burst and highest rate, as reserve.lua's item "l" has them
 Reply the number of entries that changed something: keys synced, leases
 renewed or released that were still held, items settled, figures learned.
 ]]
