@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -222,5 +223,37 @@ providers:
 	respond("30")
 	if n := store.syncs.Load(); n != 1 {
 		t.Errorf("%d store calls for a limit of 30 stated twice, want 1: the second decision ran at 30 already", n)
+	}
+}
+
+// TestE2ELearnFallsBack: the vendor stated 1,000 a minute and the fleet
+// sent 150 at once at that figure; then its responses state 100 (a plan
+// downgrade, or the real limit after a bogus figure). The 150 count at
+// 100 a minute from then on: 100 a minute with a burst of 100 allows 200
+// in the minute from the burst, so about 50 more go in that minute, not
+// the 185 the fleet sent when the 150 counted at the emission interval of
+// 1,000 a minute. Requests go one at a time on a stepped clock.
+func TestE2ELearnFallsBack(t *testing.T) {
+	t.Parallel()
+	f := newLearnFleet(t)
+	var stated atomic.Int64
+	stated.Store(1000)
+	f.vendor.Store(e2eVendor(t, throttletest.Options{
+		Clock: f.clock.Now,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(stated.Load(), 10))
+			w.Header().Set("X-RateLimit-Resource", "core")
+		}),
+	}))
+	f.run(t, 100*time.Millisecond) // learns 1,000
+	f.clock.Advance(time.Minute)
+	for i := 0; i < 150; i++ {
+		if syncSend(t, f.procs[i%2], f.url) {
+			t.Fatalf("request %d of 150 at once at a learned 1,000 a minute (burst 1,000) was refused", i)
+		}
+	}
+	stated.Store(100)
+	if sent := f.run(t, time.Minute); sent < 45 || sent > 55 {
+		t.Errorf("150 sent at once at a learned 1,000 a minute, then 100 stated: the fleet sent %d in the next minute, want about 50", sent)
 	}
 }

@@ -293,6 +293,13 @@
 // reservation whose response stated them: a figure is recorded unless the
 // recorded one came from a reservation with a later slot, so a response
 // sent before a plan change, read after one sent later, changes nothing.
+// When the recorded figure lowers the rate the limit runs at, the same
+// store call restates the limit's state at the new rate: the time booked
+// ahead of now counts as the events it holds at the old interval (a part
+// of one as one), each at the new interval, up to DebtReach of the new
+// rate from now and never below what was booked. What was admitted at
+// the higher figure then counts at the lower one. A higher figure leaves
+// the state as it is.
 // A figure lives LearnTTL after the last response that stated it; then
 // the limit is back at its floor until a response states it again. The
 // remaining of an observation that states a limit too is applied at the

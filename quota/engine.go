@@ -117,14 +117,19 @@ func (c *cell) learnedLimit(lim *Limit, now int64) *Limit {
 	return lim.Learned(stated)
 }
 
-// learn records the limit a vendor stated in the response of the
-// reservation whose slot was at (package doc "Learning"): unless a
-// reservation after it stated one that is still recorded.
-func (c *cell) learn(stated, at, now int64) {
+// learn records the limit a vendor stated for learning limit lim in the
+// response of the reservation whose slot was at (package doc "Learning"):
+// unless a reservation after it stated one that is still recorded. When
+// the figure lim runs at falls, the GCRA state is restated at the new one.
+func (c *cell) learn(lim *Limit, stated, at, now int64) {
 	if c.learnedUntil > now && at < c.learnedAt {
 		return
 	}
+	from := c.learnedLimit(lim, now)
 	c.learned, c.learnedAt, c.learnedUntil = stated, at, now+LearnTTL.Microseconds()
+	if to := lim.Learned(stated); to.Rate < from.Rate {
+		c.tat = restate(c.tat, now, from, to)
+	}
 }
 
 // liveLeases drops the leases expired by now and returns how many are

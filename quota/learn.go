@@ -56,3 +56,25 @@ func (l *Limit) Learned(stated int64) *Limit {
 	c.Rate, c.Burst = r, l.burst()*r/l.Rate
 	return &c
 }
+
+// restate returns the tat of a learning limit's state, which decisions
+// ran at from, re-expressed at to, the lower figure a vendor now states
+// (package doc "Learning"): what is booked ahead of now counts as the
+// events it holds at from, rounded up to whole ones, each taking to's
+// interval, so that what was admitted at the higher figure counts at the
+// lower one. It stops at now plus to's DebtReach, as a settled debt does:
+// a vendor enforcing the lower figure has refilled a period later,
+// whatever it was sent before. A tat already beyond that, or in the past,
+// is returned as it is: the state is never loosened.
+func restate(tat, now int64, from, to *Limit) int64 {
+	d, reach := tat-now, to.DebtReach()
+	if d <= 0 || d >= reach {
+		return tat
+	}
+	Tf, Tt := from.Interval(), to.Interval()
+	booked := (d + Tf - 1) / Tf
+	if booked > reach/Tt { // booked*Tt would pass reach (and may overflow)
+		return now + reach
+	}
+	return now + booked*Tt
+}

@@ -493,7 +493,7 @@ func (b *booking) sync(ctx context.Context, obs []Observed) error {
 		it := &b.stack[o.Item]
 		c := s.cell(b.tag, it.Key, now)
 		if it.Limit.Learn && o.Limit > 0 {
-			c.learn(o.Limit, b.t, now)
+			c.learn(it.Limit, o.Limit, b.t, now)
 		}
 		if !o.LimitOnly {
 			drain(b.limit(o.Item, o.Limit), c, b.marks[o.Item], o.Remaining, now)

@@ -80,6 +80,61 @@ func testLearn(t *testing.T, newStore NewStore) {
 			t.Errorf("after 30 then 20 stated: runs at %d, want 20", rate)
 		}
 	})
+	for _, tc := range []struct {
+		name         string
+		high         int // admitted at once at the learned 40/s
+		atOnce, span int // then, after 10 is stated: admitted at once, and in the next 2 s
+		comment      string
+	}{
+		// 15 at 25 ms booked 375 ms ahead: at 100 ms they are 1.5 s, more
+		// than the 1 s burst, so none at once; the next goes at 0.6 s.
+		// Counted at 10/s burst 10, 2 s allow 30: 15 went, 15 are left.
+		{"falls back", 15, 0, 15, "the 15 count at 10/s"},
+		// 40 at 25 ms are 4 s at 100 ms, capped at the period and the
+		// burst (2 s): the next goes at 1.1 s, then one per 100 ms.
+		{"falls back capped", 40, 0, 10, "the 40 count as 2 s at 10/s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// What was admitted at a learned figure counts at the lower one
+			// the vendor restates, not at the emission interval it was
+			// charged with (docs/decisions.md, "Learning the vendor's
+			// limit").
+			s := newSyncCase(t, newStore, learning())
+			s.sync(s.reserve(), stated(40))
+			s.clock.Advance(time.Hour)
+			a := s.reserve()
+			for i := 1; i < tc.high; i++ {
+				s.reserve()
+			}
+			s.sync(a, stated(10))
+			if got := s.admitted(); got != tc.atOnce {
+				t.Errorf("%d admitted at 40/s, then 10 stated: %d more admitted at once, want %d (%s)", tc.high, got, tc.atOnce, tc.comment)
+			}
+			span := 0
+			for i := 0; i < 20; i++ {
+				s.clock.Advance(100 * time.Millisecond)
+				span += s.admitted()
+			}
+			if span != tc.span {
+				t.Errorf("%d admitted at 40/s, then 10 stated: %d admitted in the next 2 s, want %d (%s)", tc.high, span, tc.span, tc.comment)
+			}
+		})
+	}
+	t.Run("rise keeps the state", func(t *testing.T) {
+		// A higher figure leaves the booked time as it is: what was
+		// admitted at the floor counts for more at the higher rate, never
+		// for less (a store never loosens on a vendor's word about the
+		// past).
+		s := newSyncCase(t, newStore, learning())
+		a := s.reserve()
+		for i := 1; i < 10; i++ {
+			s.reserve()
+		}
+		s.sync(a, stated(40))
+		if got := s.admitted(); got != 0 {
+			t.Errorf("the floor's 10 admitted, then 40 stated: %d more admitted at once, want 0", got)
+		}
+	})
 	t.Run("stale response", func(t *testing.T) {
 		s := newSyncCase(t, newStore, learning())
 		older := s.reserve()

@@ -1,8 +1,8 @@
 --[[
 after.lua acts on an admitted reservation after its request went: one call
 per response, whatever operations apply, with an op code per item (an item
-may appear once per op, its key repeated in KEYS). Numbers, clock and TTLs
-are as in reserve.lua.
+may appear once per op, its key repeated in KEYS). Numbers, clock and
+TTLs are as in reserve.lua.
 
 Op "sync" (package quota's doc, "Sync"): the vendor reported R, how many
 more events of cost 1 it admits, in the limit's units. The limit is
@@ -31,7 +31,16 @@ L of a learning limit in the response of a reservation whose slot was at.
 The limit's learned key (a hash: limit, at) records it unless it holds a
 figure stated for a later slot: a stale response changes nothing, while
 a newer one moves the figure either way. The key expires TTL after the
-last figure recorded.
+last figure recorded. When the rate the limit runs at falls (the figures
+recorded before and now, clamped to [N, hi] as reserve.lua does, an
+absent one N), its item key, a GCRA tat, is restated at the new rate as
+quota's restate does: the time booked ahead of now, d = tat - now, holds
+ceil(d/T) events at the old interval T = ceil(P/L); each takes the new
+interval T', up to now + P + DVT' (the new rate's tolerance,
+floor(B*L'/N)*T'), and never below the tat. So what was admitted at the
+higher figure counts at the lower one. The tat is left alone when d is
+at or past that bound (the result could only be the tat), so no product
+passes it: every figure stays an exact integer.
 
 Op "release": give a lease back (a concurrency limit's key, a sorted set
 of lease id -> expiry: see reserve.lua, "Leases"): ZREM. Releasing a lease
@@ -59,9 +68,11 @@ delta*T, the key deleted when that is idle. Window: the count of the
 window charged moves by delta while that window is open, never below zero
 and, for an excess, past the rate if need be.
 
-KEYS  1..n   the item keys, in the order of ARGV's entries
-ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
-      op and its arguments:
+KEYS  per entry, in the order of ARGV's entries, its item key; for
+      "learn" the learned key, then the item key (both in the request's
+      hash tag: the learned key is named after the item key)
+ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n, the count of
+      entries; then per entry an op and its arguments:
         "sync", "g", T (µs), DVT (µs), R, mark (µs)
         "sync", "w", rate, R, window start (µs, as reserve.lua wrote it),
                      window end (µs), count at mark
@@ -70,7 +81,9 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n; then per entry an
         "renew", lease id, TTL (µs)
         "settle", "g", mark (the tat set), delta, T (µs), reach (µs)
         "settle", "w", the window start charged, its end (µs), delta
-        "learn", L, at (µs), TTL (µs)
+        "learn", L, at (µs), TTL (µs), P (µs), N, B, hi
+          where P, N, B and hi are the limit's period, floor rate,
+          burst and highest rate, as reserve.lua's item "l" has them
 Reply the number of entries that changed something: keys synced, leases
 renewed or released that were still held, items settled, figures learned.
 ]]
@@ -78,18 +91,40 @@ renewed or released that were still held, items settled, figures learned.
 -- now, slack, ttl and drain come from prelude.lua.
 local n = tonumber(ARGV[3])
 
+-- learnedRate is the rate a learning limit runs at when the figure L is
+-- recorded (nil: none), as reserve.lua clamps it.
+local function learnedRate(L, N, hi)
+  return math.min(math.max(L or N, N), hi)
+end
+
+-- restate re-expresses the tat stored at key, booked at rate from, at
+-- the lower rate to (header, op "learn"); P, N and B are the limit's
+-- period (µs), floor and burst.
+local function restate(key, from, to, P, N, B)
+  local cur = tonumber(redis.call('GET', key)) or 0
+  local d = cur - now
+  local T = math.floor((P + to - 1) / to)
+  local reach = P + math.floor(B * to / N) * T
+  if d <= 0 or d >= reach then return end
+  local Tf = math.floor((P + from - 1) / from)
+  local booked = math.floor((d + Tf - 1) / Tf)
+  local tat = now + reach
+  if booked <= math.floor(reach / T) then tat = now + booked * T end
+  if tat > cur then redis.call('SET', key, tat, 'PX', ttl(tat - now)) end
+end
+
 local changed = 0
-local a = 4
-for i = 1, n do
+local a, k = 4, 1
+for _ = 1, n do
   local op, kind = ARGV[a], ARGV[a + 1]
   if op == 'sync' and kind == 'g' then
     local T, dvt = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local r, mark = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-    local cur = tonumber(redis.call('GET', KEYS[i])) or 0
+    local cur = tonumber(redis.call('GET', KEYS[k])) or 0
     local after = math.max(cur - mark, 0)
     local tat = now + dvt - r * T + after
     if tat > cur and tat > now then
-      redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
+      redis.call('SET', KEYS[k], tat, 'PX', ttl(tat - now))
       changed = changed + 1
     end
     a = a + 6
@@ -98,40 +133,40 @@ for i = 1, n do
     local field, wend = ARGV[a + 4], tonumber(ARGV[a + 5])
     local atmark = tonumber(ARGV[a + 6])
     if now < wend then
-      local cur = tonumber(redis.call('HGET', KEYS[i], field)) or 0
+      local cur = tonumber(redis.call('HGET', KEYS[k], field)) or 0
       local after = math.max(cur - atmark, 0)
       local count = rate - r + after
       if count > cur then
-        redis.call('HSET', KEYS[i], field, count)
+        redis.call('HSET', KEYS[k], field, count)
         local px = ttl(wend - now)
-        local left = redis.call('PTTL', KEYS[i])
+        local left = redis.call('PTTL', KEYS[k])
         if left > px then px = left end
-        redis.call('PEXPIRE', KEYS[i], px)
+        redis.call('PEXPIRE', KEYS[k], px)
         changed = changed + 1
       end
     end
     a = a + 7
   elseif op == 'release' then
-    local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
-    redis.call('ZREM', KEYS[i], ARGV[a + 1])
+    local x = tonumber(redis.call('ZSCORE', KEYS[k], ARGV[a + 1]))
+    redis.call('ZREM', KEYS[k], ARGV[a + 1])
     if x and x > now then
       changed = changed + 1
-      redis.pcall('PUBLISH', ARGV[a + 2], KEYS[i])
+      redis.pcall('PUBLISH', ARGV[a + 2], KEYS[k])
     end
     a = a + 3
   elseif op == 'renew' then
-    local x = tonumber(redis.call('ZSCORE', KEYS[i], ARGV[a + 1]))
+    local x = tonumber(redis.call('ZSCORE', KEYS[k], ARGV[a + 1]))
     if x and x > now then
       changed = changed + 1
       local until_ = math.max(x, now + tonumber(ARGV[a + 2]))
-      redis.call('ZADD', KEYS[i], 'XX', until_, ARGV[a + 1])
+      redis.call('ZADD', KEYS[k], 'XX', until_, ARGV[a + 1])
       local px = ttl(until_ - now)
-      if redis.call('PTTL', KEYS[i]) < px then redis.call('PEXPIRE', KEYS[i], px) end
+      if redis.call('PTTL', KEYS[k]) < px then redis.call('PEXPIRE', KEYS[k], px) end
     end
     a = a + 3
   elseif op == 'settle' and kind == 'g' then
     local mark, delta, T = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    local cur = tonumber(redis.call('GET', KEYS[i])) or 0
+    local cur = tonumber(redis.call('GET', KEYS[k])) or 0
     local tat = nil
     if delta > 0 then
       tat = math.min(math.max(cur, now) + delta * T, now + tonumber(ARGV[a + 5]))
@@ -142,36 +177,41 @@ for i = 1, n do
     if tat ~= nil then
       changed = changed + 1
       if tat > now then
-        redis.call('SET', KEYS[i], tat, 'PX', ttl(tat - now))
+        redis.call('SET', KEYS[k], tat, 'PX', ttl(tat - now))
       else
-        redis.call('DEL', KEYS[i])
+        redis.call('DEL', KEYS[k])
       end
     end
     a = a + 6
   elseif op == 'settle' and kind == 'w' then
     local delta = tonumber(ARGV[a + 4])
     if now < tonumber(ARGV[a + 3]) then
-      local count = tonumber(redis.call('HGET', KEYS[i], ARGV[a + 2])) or 0
+      local count = tonumber(redis.call('HGET', KEYS[k], ARGV[a + 2])) or 0
       local set = math.max(count + delta, 0)
       if set ~= count then
         changed = changed + 1
-        redis.call('HSET', KEYS[i], ARGV[a + 2], set)
+        redis.call('HSET', KEYS[k], ARGV[a + 2], set)
         local px = ttl(tonumber(ARGV[a + 3]) - now)
-        if redis.call('PTTL', KEYS[i]) < px then redis.call('PEXPIRE', KEYS[i], px) end
+        if redis.call('PTTL', KEYS[k]) < px then redis.call('PEXPIRE', KEYS[k], px) end
       end
     end
     a = a + 5
   elseif op == 'learn' then
     local at = tonumber(ARGV[a + 2])
-    local prev = tonumber(redis.call('HGET', KEYS[i], 'at'))
+    local rec = redis.call('HMGET', KEYS[k], 'limit', 'at')
+    local prev = tonumber(rec[2])
     if prev == nil or at >= prev then
-      redis.call('HSET', KEYS[i], 'limit', ARGV[a + 1], 'at', at)
-      redis.call('PEXPIRE', KEYS[i], ttl(tonumber(ARGV[a + 3])))
+      redis.call('HSET', KEYS[k], 'limit', ARGV[a + 1], 'at', at)
+      redis.call('PEXPIRE', KEYS[k], ttl(tonumber(ARGV[a + 3])))
       changed = changed + 1
+      local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+      local from, to = learnedRate(tonumber(rec[1]), N, hi), learnedRate(tonumber(ARGV[a + 1]), N, hi)
+      if to < from then restate(KEYS[k + 1], from, to, P, N, B) end
     end
-    a = a + 4
+    a, k = a + 8, k + 1 -- and the item key
   else
     return redis.error_reply('ERR throttle: after.lua: unknown op ' .. tostring(op) .. ' ' .. tostring(kind))
   end
+  k = k + 1
 end
 return changed

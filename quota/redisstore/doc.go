@@ -58,7 +58,8 @@
 // writes only the item keys, and rebuilds a key Redis lost from the
 // vendor's figure; its op "learn" writes a learning limit's "!learned:"
 // key, a hash (limit, at) that reserve.lua reads for that item alone
-// (package quota's doc, "Learning"), expiring quota.LearnTTL after. Every key expires when its state is back to idle; a
+// (package quota's doc, "Learning"), expiring quota.LearnTTL after, and,
+// when the figure falls, the item key it restates. Every key expires when its state is back to idle; a
 // pause key quota.PauseDrain after the pause, while it still drains the
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping

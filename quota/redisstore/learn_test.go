@@ -106,3 +106,53 @@ func TestLearnCoalesced(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnRestatesExactly: after.lua restates a tat as quota's restate
+// does where the figures are largest: a day-long limit that learned 1
+// event per µs (interval 1 µs, a day's tolerance) and falls back to 10 a
+// day (interval 2.4 h). Events booked ahead times the new interval would
+// pass 2^53 (2^63 in Go): the tat stops at the new rate's reach, and a
+// few booked events become exactly that many new intervals.
+func TestLearnRestatesExactly(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	l := gcra("core", 10, 24*time.Hour, 10)
+	l.Learn, l.Ceiling = true, (24 * time.Hour).Microseconds()
+	now := start.UnixMicro()
+	for _, tc := range []struct {
+		name        string
+		booked      int64 // µs ahead of now, at 1 µs an event
+		wantAhead   int64
+		description string
+	}{
+		{"capped", 50_000_000_000, l.DebtReach(), "a day and ten new intervals"},
+		{"three", 3, 3 * l.Interval(), "three new intervals"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t, client, quotatest.NewClock(start))
+			req := stack("v", l)
+			if err := reserve(t, st, req, 1, 0).Sync(ctx, []quota.Observed{{Limit: 1 << 60, LimitOnly: true}}); err != nil {
+				t.Fatal(err)
+			}
+			r := reserve(t, st, req, 1, 0)
+			if r.Limits[0].Rate != l.Period.Microseconds() {
+				t.Fatalf("ran at %d, want the learned 1 per µs", r.Limits[0].Rate)
+			}
+			key := st.Key("v", "core")
+			if err := client.Set(ctx, key, now+tc.booked, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Sync(ctx, []quota.Observed{{Limit: 10, LimitOnly: true}}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.Get(ctx, key).Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got-now != tc.wantAhead {
+				t.Errorf("%d µs booked at 1 per µs, then 10 a day stated: tat now+%d, want now+%d (%s)", tc.booked, got-now, tc.wantAhead, tc.description)
+			}
+		})
+	}
+}

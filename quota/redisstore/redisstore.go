@@ -447,12 +447,17 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 	keys := make([]string, 0, len(obs))
 	args := make([]any, 0, 3+7*len(obs))
 	args = append(args, b.s.nowArg(), b.s.slack, 0) // the count, set below
+	n := 0
 	for _, o := range obs {
 		it := &b.items[o.Item]
 		T, dvt := it.T, it.dvt
 		if it.learned != "" && o.Limit > 0 {
-			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds())
-			keys = append(keys, it.learned)
+			// The item key too: a figure that falls restates its tat.
+			_, hi := it.floor.LearnBounds()
+			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds(),
+				it.floor.Period.Microseconds(), it.floor.Rate, it.floor.Capacity(), hi)
+			keys = append(keys, it.learned, b.keys[o.Item])
+			n++
 			// The vendor's remaining counts in its bucket as it states it.
 			l := it.floor.Learned(o.Limit)
 			T, dvt = l.Interval(), l.Tolerance()
@@ -470,8 +475,9 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 			continue // rolling windows and leases are not synced (quota.Reservation.Sync)
 		}
 		keys = append(keys, b.keys[o.Item])
+		n++
 	}
-	return b.after(ctx, "sync", keys, args)
+	return b.after(ctx, "sync", n, keys, args)
 }
 
 // settle books the actual costs: after.lua op "settle", one round trip.
@@ -498,25 +504,25 @@ func (b *booking) settle(ctx context.Context, actual []int64) error {
 		}
 		keys = append(keys, b.keys[i])
 	}
-	return b.after(ctx, "settle", keys, args)
+	return b.after(ctx, "settle", len(keys), keys, args)
 }
 
-// after runs after.lua with the entries of keys and args (args[2], their
+// after runs after.lua with the n entries of keys and args (args[2], their
 // count, is set here); nothing when there are none.
-func (b *booking) after(ctx context.Context, op string, keys []string, args []any) error {
-	if len(keys) == 0 {
+func (b *booking) after(ctx context.Context, op string, n int, keys []string, args []any) error {
+	if n == 0 {
 		return nil
 	}
-	args[2] = len(keys)
+	args[2] = n
 	v, err := b.s.run(ctx, afterScript, keys, args)
 	if err != nil {
 		return b.s.fail(ctx, op, err)
 	}
-	n, ok := v.(int64)
+	changed, ok := v.(int64)
 	if !ok {
 		return b.s.fail(ctx, op, fmt.Errorf("%w: %T, want an integer", errReply, v))
 	}
-	if op == "renew" && n < int64(len(keys)) { // renewed only leases still held
+	if op == "renew" && changed < int64(n) { // renewed only leases still held
 		return quota.ErrLeaseLost
 	}
 	return nil
@@ -550,7 +556,7 @@ func (b *booking) leases(ctx context.Context, op string) error {
 			args = append(args, op, b.lease, b.s.channel())
 		}
 	}
-	return b.after(ctx, op, keys, args)
+	return b.after(ctx, op, len(keys), keys, args)
 }
 
 // clientNow is the time Go places the calendar windows around: its own
