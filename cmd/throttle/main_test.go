@@ -693,6 +693,45 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// TestPauseEveryTenantOnCluster: on a Redis Cluster, "pause PROVIDER"
+// holds the tenants whose keys live on each of the three masters, not
+// only the requests without a tenant, and "resume PROVIDER" releases
+// them: the pause is copied into every slot, where each tenant's decision
+// reads it.
+func TestPauseEveryTenantOnCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	client := c.Client(t)
+	f := newFixture(t, strings.Join(c.Addrs, ","), client)
+	// One tenant per master: the slot ranges are redistest's even split.
+	tenants := make([]string, 3)
+	for i, found := 0, 0; found < 3; i++ {
+		name := fmt.Sprintf("t%d", i)
+		s, err := client.ClusterKeySlot(context.Background(), "{tenants:"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := s * 3 / 16384; tenants[m] == "" {
+			tenants[m] = name
+			found++
+		}
+	}
+	mustCLI(t, f.args("pause", "tenants", "--for", "10m")...)
+	for _, tenant := range append([]string{""}, tenants...) {
+		if r := f.reserve(t, "https://api.tenants.test/x", tenant); r.Allowed || r.Decider != quota.PausedDecider {
+			t.Errorf("tenant %q after pause tenants on a cluster: %+v, want denied by the pause", tenant, r.Result)
+		}
+	}
+	if out := mustCLI(t, f.args("resume", "tenants")...); !strings.Contains(out, "resumed tenants") {
+		t.Errorf("resume said %q", out)
+	}
+	for _, tenant := range append([]string{""}, tenants...) {
+		if r := f.reserve(t, "https://api.tenants.test/x", tenant); !r.Allowed {
+			t.Errorf("tenant %q after resume tenants on a cluster: %+v, want admitted", tenant, r.Result)
+		}
+	}
+}
+
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
