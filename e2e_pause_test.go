@@ -85,7 +85,9 @@ providers:
       - {name: core, limit: 100/s, scope: business}
 `
 	cluster := redistest.StartCluster(t).Client(t)
-	rs, err := redisstore.New(cluster, redisstore.Options{Prefix: "e2eclusterpause:", Timeout: 5 * time.Second})
+	// PauseOver makes 16,384 writes in one call: a timeout a loaded
+	// machine cannot exceed.
+	rs, err := redisstore.New(cluster, redisstore.Options{Prefix: "e2eclusterpause:", Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -716,13 +716,27 @@ func TestPauseEveryTenantOnCluster(t *testing.T) {
 			found++
 		}
 	}
-	mustCLI(t, f.args("pause", "tenants", "--for", "10m")...)
+	for _, tenant := range tenants {
+		f.reserve(t, "https://api.tenants.test/x", tenant) // state, so status lists it
+	}
+	// 16,384 writes: a timeout a loaded machine cannot exceed.
+	mustCLI(t, f.args("pause", "tenants", "--for", "10m", "--timeout", "30s")...)
 	for _, tenant := range append([]string{""}, tenants...) {
 		if r := f.reserve(t, "https://api.tenants.test/x", tenant); r.Allowed || r.Decider != quota.PausedDecider {
 			t.Errorf("tenant %q after pause tenants on a cluster: %+v, want denied by the pause", tenant, r.Result)
 		}
 	}
-	if out := mustCLI(t, f.args("resume", "tenants")...); !strings.Contains(out, "resumed tenants") {
+	// Status reads the provider's pause, and passes over its copies.
+	v := f.status(t, "tenants", "--top", "0", "--scan-steps", "1000")
+	if !v.ScanComplete || v.Providers[0].ScopesKnown != len(tenants) {
+		t.Errorf("status: scan complete %v, %d tenants known, want %d", v.ScanComplete, v.Providers[0].ScopesKnown, len(tenants))
+	}
+	for _, tenant := range tenants {
+		if r := findRow(t, v, "tenants", "quota", tenant); r.PausedUntil == nil || r.PausedUntil.Sub(v.Now) < 9*time.Minute {
+			t.Errorf("status of %s under the provider's pause: %+v", tenant, r)
+		}
+	}
+	if out := mustCLI(t, f.args("resume", "tenants", "--timeout", "30s")...); !strings.Contains(out, "resumed tenants") {
 		t.Errorf("resume said %q", out)
 	}
 	for _, tenant := range append([]string{""}, tenants...) {

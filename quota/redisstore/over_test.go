@@ -38,7 +38,11 @@ func tenantsOnEveryMaster(provider string) []string {
 func TestOverPauseOnCluster(t *testing.T) {
 	t.Parallel()
 	client := redistest.StartCluster(t).Client(t)
-	st := newStore(t, client, quotatest.NewClock(start))
+	// 16,384 writes in one call: a timeout a loaded machine cannot exceed.
+	st, err := New(client, Options{Prefix: uniquePrefix(), Clock: quotatest.NewClock(start), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	tenant := func(tag string) quota.Request {
 		req := stack(tag, gcra("peak", 10, time.Second, 0))
@@ -62,6 +66,11 @@ func TestOverPauseOnCluster(t *testing.T) {
 	t.Logf("PauseOver wrote %d copies in %v", slots, time.Since(began))
 	if n := countKeys(t, client, st.Prefix()+"{*}:!copy:*"); n != slots {
 		t.Errorf("%d copies after PauseOver, want %d", n, slots)
+	}
+	if k := st.copyKeys("provider", "pause:all")[0]; !strings.HasPrefix(k, st.Prefix()+"{") {
+		t.Errorf("copy key %q", k)
+	} else if tag, key, kind, ok := st.ParseKey(k); ok {
+		t.Errorf("ParseKey(%q) = %q, %q, %v; want no key of a tag (status passes over copies)", k, tag, key, kind)
 	}
 	want := start.Add(time.Hour)
 	for _, tag := range tags {
