@@ -15,7 +15,7 @@ import (
 //	<prefix>{<tag>}:!cancelled:<key>   KeyCancelled
 //	<prefix>{<tag>}:!learned:<key>     KeyLearned
 //	<prefix>{<filler>}:!copy:{<tag>}:!pause:<key>
-//	                                   a pause's copy (copyKey)
+//	                                   a pause's copy (writeCopy)
 //
 // tag and key pass through quota.SafeKey, so neither holds a brace and no
 // key starts with "!": a namespace ("!pause:", "!cancelled:") is never
@@ -85,7 +85,7 @@ func writeKey(b *strings.Builder, prefix string, kind KeyKind, tag, key string) 
 	b.WriteString(key)
 }
 
-// copySpace follows a copy's filler tag; see copyKey.
+// copySpace follows a copy's filler tag; see writeCopy.
 const copySpace = "!copy:"
 
 // copyLen is the length of the key writeCopy writes.

@@ -397,8 +397,8 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (un
 // Redis Cluster, where such a request reads the pause's copy in its own
 // slot, it then writes the copies in all 16,384 slots: the paused-until
 // in force, with the TTL the pause has, in one pipelined round per
-// master (about 100 ms on a three-master test cluster, so the store's
-// timeout must allow it; cmd/throttle's is 2s). The copies hold the
+// master (60 to 220 ms on a loaded three-master test cluster, so the
+// store's timeout must allow it; cmd/throttle's is 2s). The copies hold the
 // pause's paused-until on the clock of its master, which each master
 // compares with its own: clocks apart by x end a copy x early or late.
 // Only the pause is announced (pause.lua), not its copies. An error may

@@ -6,7 +6,7 @@ import (
 )
 
 // Redis Cluster slots, for the copies of a pause that requests in other
-// tags read (their quota.Request.Over; see copyKey). A cluster refuses a
+// tags read (their quota.Request.Over; see writeCopy). A cluster refuses a
 // script whose keys are in different slots, but it checks slots, not
 // tags: a key whose hash tag is a filler of the request's slot may sit
 // beside the request's own keys.
