@@ -46,7 +46,9 @@ var resumeCmd = &command{
 Resume lifts at once the pause that "throttle pause" (or a vendor's 429)
 set on PROVIDER, or on one tenant (--tenant VALUE, or PROVIDER/VALUE).
 Resuming a tenant does not lift the provider's pause, which holds every
-tenant.
+tenant. On a Redis Cluster, resuming PROVIDER also deletes the pause's copies
+in every hash slot (see "throttle pause --help"); if it fails half-way, the
+provider stays paused: run it again.
 ` + storeFlagsText,
 }
 
