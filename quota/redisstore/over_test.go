@@ -152,7 +152,11 @@ func TestOverPauseCommandsOnCluster(t *testing.T) {
 		sum := map[string]int64{}
 		for i, n := range nodes {
 			for cmd, c := range callsSince(before[i], commandCalls(t, n)) {
-				sum[cmd] += c
+				// The cluster client's own reads of the slot map and
+				// the command table come when they come.
+				if !strings.HasPrefix(cmd, "cluster") && !strings.HasPrefix(cmd, "command") {
+					sum[cmd] += c
+				}
 			}
 		}
 		return sum
