@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,79 @@ providers:
 				t.Errorf("the vendor served %d requests during the provider's pause, want 0", served)
 			}
 		})
+	}
+}
+
+// TestE2EProviderPauseHoldsEveryTenantOnCluster: on a Redis Cluster the
+// provider's pause of every tenant, set as "throttle pause PROVIDER" sets
+// it (Store.PauseOver), holds back the tenants whose keys live on each of
+// the three masters, through the transport: the vendor sees none of their
+// requests until it is resumed (Store.ResumeOver).
+func TestE2EProviderPauseHoldsEveryTenantOnCluster(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  billing:
+    hosts: ["HOST"]
+    keys: per_tenant
+    on_limit: fail
+    limits:
+      - {name: core, limit: 100/s, scope: business}
+`
+	cluster := redistest.StartCluster(t).Client(t)
+	// PauseOver makes 16,384 writes in one call: a timeout a loaded
+	// machine cannot exceed.
+	rs, err := redisstore.New(cluster, redisstore.Options{Prefix: "e2eclusterpause:", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e2eVendor(t, throttletest.Options{})
+	_, client := e2eTransport(t, yaml, v.Host(), throttle.WithStore(rs))
+	cfg, err := providers.Load("e2e.yaml", []byte(strings.ReplaceAll(yaml, "HOST", v.Host())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := cfg.Provider("billing")
+	ctx := context.Background()
+	// One tenant per master: redistest splits the slots evenly.
+	tenants := make([]string, 3)
+	for i, found := 0, 0; found < 3; i++ {
+		name := fmt.Sprintf("biz%d", i)
+		s, err := cluster.ClusterKeySlot(ctx, "{"+p.Tag(name)+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := s * 3 / 16384; tenants[m] == "" {
+			tenants[m] = name
+			found++
+		}
+	}
+	tag, key := p.AllPauseKey()
+	if err := rs.PauseOver(ctx, tag, key, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range append([]string{""}, tenants...) {
+		resp, err := e2eDo(throttle.WithBusiness(ctx, tenant), client, "GET", v.URL+"/charges", "")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		var le *throttle.LimitError
+		if !errors.As(err, &le) || le.Limit != "pause" || le.RetryAfter < 30*time.Minute {
+			t.Errorf("tenant %q during the provider's pause on a cluster: %v, want a *LimitError by the pause", tenant, err)
+		}
+	}
+	if served, _ := v.Counts(); served != 0 {
+		t.Errorf("the vendor served %d requests during the provider's pause, want 0", served)
+	}
+	if err := rs.ResumeOver(ctx, tag, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range append([]string{""}, tenants...) {
+		resp, err := e2eDo(throttle.WithBusiness(ctx, tenant), client, "GET", v.URL+"/charges", "")
+		if err != nil {
+			t.Errorf("tenant %q after the resume: %v, want served", tenant, err)
+			continue
+		}
+		_ = resp.Body.Close()
 	}
 }

@@ -114,8 +114,10 @@ func (f *failover) watchPauses(ctx context.Context, p *providers.Provider) (stop
 }
 
 // pausedFor returns how much longer the pauses of q hold it back, as far
-// as this process knows (quota.PauseNotifier): its own pauses and those
-// the store heard of; while the store rests, the in-process limiter's.
+// as this process knows (quota.PauseNotifier): its own pauses and its
+// Over pause (a provider's pause of every tenant), those set here and
+// those the store heard of; while the store rests, the in-process
+// limiter's.
 func (f *failover) pausedFor(q *quota.Request) time.Duration {
 	var n quota.PauseNotifier = f.local
 	if f.downUntil.Load() == 0 {
@@ -127,6 +129,9 @@ func (f *failover) pausedFor(q *quota.Request) time.Duration {
 	var d time.Duration
 	for _, k := range q.Pauses {
 		d = max(d, n.PausedFor(q.Tag, k))
+	}
+	if q.Over.Tag != "" {
+		d = max(d, n.PausedFor(q.Over.Tag, q.Over.Key))
 	}
 	return d
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/quotatest"
 	"github.com/fleetquota/throttle/throttletest"
@@ -140,6 +141,59 @@ providers:
 	}()
 	waitFor(t, "the second request to wait for its slot", func() bool { return decided() == 2 && clock.Timers() > 0 })
 	if err := mem.Pause(context.Background(), "vendor", "pause", 1500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second) // its slot, inside the pause
+	waitFor(t, "the waiter to decide again after the pause", func() bool { return decided() == 3 && clock.Timers() > 0 })
+	clock.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Errorf("the waiter: %v, want sent after the pause", err)
+	}
+}
+
+// TestTenantWaiterHonoursThePauseOfEveryTenant: a tenant's waiter whose
+// slot comes inside a pause of every tenant set meanwhile ("throttle pause
+// PROVIDER": the tenant's Over pause, in the provider's tag) decides
+// again instead of going at its slot, as it does for its own pause.
+func TestTenantWaiterHonoursThePauseOfEveryTenant(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC))
+	mem := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	const yaml = `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    keys: per_tenant
+    max_wait: 5s
+    limits: [{name: peak, limit: 1/s, scope: business}]
+`
+	f := newFixture(t, yaml, throttle.WithStore(mem), throttle.WithClock(clock))
+	cfg, err := providers.Load("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := cfg.Provider("vendor")
+	ctx := throttle.WithBusiness(context.Background(), "acme")
+	if _, err := f.do(ctx, "GET", "https://api.vendor.test/x"); err != nil {
+		t.Fatal(err)
+	}
+	decided := func() int {
+		n := 0
+		for _, e := range f.obs.snapshot() {
+			if e.Kind == throttle.Decided {
+				n++
+			}
+		}
+		return n
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.do(ctx, "GET", "https://api.vendor.test/x")
+		done <- err
+	}()
+	waitFor(t, "the second request to wait for its slot", func() bool { return decided() == 2 && clock.Timers() > 0 })
+	tag, key := p.AllPauseKey()
+	if err := mem.Pause(context.Background(), tag, key, 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Second) // its slot, inside the pause

@@ -145,9 +145,10 @@ func ProviderWide(key string) bool {
 // is "pause:all" in the provider's tag, apart from PauseKey(""), so that a
 // vendor's throttle of a request without a tenant value does not hold the
 // tenants: the requests without a value read both, and a tenant's request
-// reads it as its Request.Over (OverPause). No other pause key in the
-// provider's tag has a part, so it is unambiguous; ParseKey does not
-// return it.
+// reads it as its Request.Over (OverPause), so a store must set it as an
+// Over pause (the Redis store's PauseOver, which on a Redis Cluster copies
+// it into the slot of every tenant). No other pause key in the provider's
+// tag has a part, so it is unambiguous; ParseKey does not return it.
 func (p *Provider) AllPauseKey() (tag, key string) {
 	if p.Keys != PerTenant {
 		return p.PauseKey("")

@@ -100,8 +100,10 @@ type Request struct {
 	Pauses []string
 	// Over is a pause in another tag that holds this request back too:
 	// a provider's pause, over the requests in its tenants' tags. The zero
-	// value is none. The Redis store cannot read it on a Redis Cluster or
-	// Ring, where a decision reads one slot (see quota/redisstore's doc).
+	// value is none. On a Redis Cluster, where a decision reads one slot,
+	// the Redis store reads the pause's copy in the request's slot, which
+	// its PauseOver writes; on a Ring it cannot read it (see
+	// quota/redisstore's doc).
 	Over PauseKey
 	// Cost is how many events the request counts for. Zero means 1.
 	Cost int64

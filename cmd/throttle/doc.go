@@ -56,9 +56,10 @@
 // on loopback when ADDR is a bare port (":8080").
 //
 // pause holds back fleet-wide, as a vendor's 429 does, every request of a
-// provider (PROVIDER: of every tenant, except on a Redis Cluster, where a
-// tenant's decision reads only its own slot) or one tenant's (--tenant
-// VALUE or PROVIDER/VALUE, for a provider with keys: per_tenant); resume lifts it; reset deletes limit
+// provider (PROVIDER: of every tenant; on a Redis Cluster, where a
+// tenant's decision reads only its own slot, through a copy of the pause
+// in every slot, Store.PauseOver) or one tenant's (--tenant VALUE or
+// PROVIDER/VALUE, for a provider with keys: per_tenant); resume lifts it; reset deletes limit
 // state so a limit is back to full capacity. They write exactly the keys the
 // transport reads: the tags and keys come from package providers
 // (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the

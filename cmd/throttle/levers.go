@@ -30,9 +30,12 @@ PROVIDER alone pauses every request of the provider, of every tenant. For a
 provider with keys: per_tenant (validate says "keys per_tenant"),
 --tenant VALUE (or PROVIDER/VALUE) pauses only the tenant whose scope value
 is VALUE (a business, a header value, a host; a "#..." value as status shows
-it is taken as it is). On a Redis Cluster (--cluster) a tenant's decision
-reads its own hash slot only, so there PROVIDER alone holds only the
-requests without a tenant: pause each tenant with --tenant.
+it is taken as it is). On a Redis Cluster a tenant's decision reads its own
+hash slot only, so there PROVIDER alone also writes a copy of the pause in
+each of the cluster's 16,384 slots (16,384 SETs, pipelined per master),
+which resume deletes. A fleet sharded by a go-redis Ring cannot be paused
+this way: a Ring places keys by its own hashing of the tag, not by slot,
+so a tenant never reads the provider's pause there; pause each tenant.
 ` + storeFlagsText,
 }
 
@@ -43,7 +46,9 @@ var resumeCmd = &command{
 Resume lifts at once the pause that "throttle pause" (or a vendor's 429)
 set on PROVIDER, or on one tenant (--tenant VALUE, or PROVIDER/VALUE).
 Resuming a tenant does not lift the provider's pause, which holds every
-tenant.
+tenant. On a Redis Cluster, resuming PROVIDER also deletes the pause's copies
+in every hash slot (see "throttle pause --help"); if it fails half-way, the
+provider stays paused: run it again.
 ` + storeFlagsText,
 }
 
@@ -114,6 +119,16 @@ func pauseTarget(cfg *providers.Config, target, tenant string) (p *providers.Pro
 	return p, "", tag, keys, nil
 }
 
+// everyTenant reports whether the first pause of pauseTarget's p and part
+// is the provider's pause of every tenant, which its tenants' requests
+// read as their quota.Request.Over: set with PauseOver, so that on a Redis
+// Cluster each tenant finds its copy in its own slot, and lifted with
+// ResumeOver.
+func everyTenant(p *providers.Provider, part string) bool {
+	_, ok := p.TenantScope()
+	return ok && part == ""
+}
+
 // pauseDuration is --for: a time.Duration whose parse error says what is
 // wrong with the value and shows ones that work, where flag.Duration says
 // only "parse error" (to "--for 10", which lacks its unit, above all).
@@ -157,7 +172,11 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := e.store.Pause(ctx, tag, keys[0], time.Duration(d)); err != nil {
+	pause := e.store.Pause
+	if everyTenant(p, part) {
+		pause = e.store.PauseOver
+	}
+	if err := pause(ctx, tag, keys[0], time.Duration(d)); err != nil {
 		return err
 	}
 	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys[:1]})
@@ -166,9 +185,6 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "paused %s until %s (%s from now)\n", what(target, tenant),
 		snap.PausedUntil.UTC().Format(time.RFC3339), snap.PausedUntil.Sub(snap.Now).Round(time.Second))
-	if _, ok := p.TenantScope(); ok && part == "" && sf.cluster {
-		fmt.Fprintf(stderr, "throttle: note: on a Redis Cluster a tenant's requests read only their own hash slot; this holds only the requests without a tenant. Pause a tenant with --tenant VALUE.\n")
-	}
 	return nil
 }
 
@@ -196,7 +212,7 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer e.close()
-	_, _, tag, keys, err := pauseTarget(e.cfg, target, tenant)
+	p, part, tag, keys, err := pauseTarget(e.cfg, target, tenant)
 	if err != nil {
 		return err
 	}
@@ -204,8 +220,12 @@ func runResume(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	for _, key := range keys {
-		if err := e.store.Resume(ctx, tag, key); err != nil {
+	for i, key := range keys {
+		resume := e.store.Resume
+		if i == 0 && everyTenant(p, part) {
+			resume = e.store.ResumeOver
+		}
+		if err := resume(ctx, tag, key); err != nil {
 			return err
 		}
 	}

@@ -693,6 +693,59 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// TestPauseEveryTenantOnCluster: on a Redis Cluster, "pause PROVIDER"
+// holds the tenants whose keys live on each of the three masters, not
+// only the requests without a tenant, and "resume PROVIDER" releases
+// them: the pause is copied into every slot, where each tenant's decision
+// reads it.
+func TestPauseEveryTenantOnCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	client := c.Client(t)
+	f := newFixture(t, strings.Join(c.Addrs, ","), client)
+	// One tenant per master: the slot ranges are redistest's even split.
+	tenants := make([]string, 3)
+	for i, found := 0, 0; found < 3; i++ {
+		name := fmt.Sprintf("t%d", i)
+		s, err := client.ClusterKeySlot(context.Background(), "{tenants:"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := s * 3 / 16384; tenants[m] == "" {
+			tenants[m] = name
+			found++
+		}
+	}
+	for _, tenant := range tenants {
+		f.reserve(t, "https://api.tenants.test/x", tenant) // state, so status lists it
+	}
+	// 16,384 writes: a timeout a loaded machine cannot exceed.
+	mustCLI(t, f.args("pause", "tenants", "--for", "10m", "--timeout", "30s")...)
+	for _, tenant := range append([]string{""}, tenants...) {
+		if r := f.reserve(t, "https://api.tenants.test/x", tenant); r.Allowed || r.Decider != quota.PausedDecider {
+			t.Errorf("tenant %q after pause tenants on a cluster: %+v, want denied by the pause", tenant, r.Result)
+		}
+	}
+	// Status reads the provider's pause, and passes over its copies.
+	v := f.status(t, "tenants", "--top", "0", "--scan-steps", "1000")
+	if !v.ScanComplete || v.Providers[0].ScopesKnown != len(tenants) {
+		t.Errorf("status: scan complete %v, %d tenants known, want %d", v.ScanComplete, v.Providers[0].ScopesKnown, len(tenants))
+	}
+	for _, tenant := range tenants {
+		if r := findRow(t, v, "tenants", "quota", tenant); r.PausedUntil == nil || r.PausedUntil.Sub(v.Now) < 9*time.Minute {
+			t.Errorf("status of %s under the provider's pause: %+v", tenant, r)
+		}
+	}
+	if out := mustCLI(t, f.args("resume", "tenants", "--timeout", "30s")...); !strings.Contains(out, "resumed tenants") {
+		t.Errorf("resume said %q", out)
+	}
+	for _, tenant := range append([]string{""}, tenants...) {
+		if r := f.reserve(t, "https://api.tenants.test/x", tenant); !r.Allowed {
+			t.Errorf("tenant %q after resume tenants on a cluster: %+v, want admitted", tenant, r.Result)
+		}
+	}
+}
+
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

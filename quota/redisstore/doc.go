@@ -43,10 +43,15 @@
 // concurrency key is a sorted set of leases (lease id, scored by its
 // expiry in µs; see reserve.lua, "Leases"), and a pause key holds
 // paused-until (µs). A request's Over pause (quota.Request.Over: a
-// provider's pause over its tenants' tags) is in another tag, so the
-// script reads it only where one server holds every key, with a
-// *redis.Client; on a Redis Cluster or Ring it is left out (a script reads
-// one slot) and the request is held by its own pauses alone. Syncs, settles, and releases and renewals of leases
+// provider's pause over its tenants' tags) is in another tag. With a
+// *redis.Client one server holds every key and the script reads it. A
+// Redis Cluster runs a script on the one slot of its keys, so there the
+// script reads the pause's copy in the request's slot,
+// <prefix>{<filler>}:!copy:{<tag>}:!pause:<key>, whose hash tag is a short
+// string of that slot (slots.go): Store.PauseOver writes the pause and its
+// copies in all 16,384 slots, Store.ResumeOver deletes them. On a Ring,
+// which places keys by its own hashing of the tag, it is left out and the
+// request is held by its own pauses alone. Syncs, settles, and releases and renewals of leases
 // run after.lua, one round trip each; a release of a lease still held is
 // announced on the channel <prefix>!released, which the Store listens to
 // while this process has requests waiting for a lease (notify.go,

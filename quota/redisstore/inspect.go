@@ -294,6 +294,34 @@ func (s *Store) Resume(ctx context.Context, tag, pauseKey string) error {
 	return s.del(ctx, "resume", []string{s.PauseKey(tag, pauseKey)})
 }
 
+// ResumeOver is Resume for a pause that PauseOver set: on a Redis
+// Cluster it first deletes the pause's copies in every slot (one
+// pipelined round per master), so that an error leaves the pause in
+// force, where throttle status shows it; calling it again finishes.
+func (s *Store) ResumeOver(ctx context.Context, tag, pauseKey string) error {
+	if tag == "" || pauseKey == "" {
+		return fmt.Errorf("%w resume: empty tag or key", quota.ErrInvalid)
+	}
+	if s.cluster {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		copies := s.copyKeys(tag, pauseKey)
+		_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
+			pipe := s.client.Pipeline()
+			for _, k := range copies { // one DEL per slot: a cluster refuses one across slots
+				pipe.Del(ctx, k)
+			}
+			_, err := pipe.Exec(ctx)
+			return struct{}{}, err
+		}))
+		if err != nil {
+			return s.fail(ctx, "resume copies", err)
+		}
+	}
+	return s.Resume(ctx, tag, pauseKey)
+}
+
 // del deletes keys of one tag (one slot) in one command.
 func (s *Store) del(ctx context.Context, op string, keys []string) error {
 	if err := ctx.Err(); err != nil {

@@ -14,12 +14,19 @@ import (
 //	<prefix>{<tag>}:!pause:<key>       KeyPause
 //	<prefix>{<tag>}:!cancelled:<key>   KeyCancelled
 //	<prefix>{<tag>}:!learned:<key>     KeyLearned
+//	<prefix>{<filler>}:!copy:{<tag>}:!pause:<key>
+//	                                   a pause's copy (writeCopy)
 //
 // tag and key pass through quota.SafeKey, so neither holds a brace and no
 // key starts with "!": a namespace ("!pause:", "!cancelled:") is never
 // mistaken for an item key, and "}:" ends the tag. What the tag and key
 // hold (provider, tenant, limit, scope value) is package providers'
-// layout; this one only places them.
+// layout; this one only places them. A pause's copy is the pause's own key
+// (after the prefix) behind a hash tag of one slot, a filler (slots.go):
+// Redis Cluster hashes the first braces' content alone, so the copy lives
+// in the filler's slot, and "!copy:" (no tag's key starts with "!") keeps
+// it apart from the filler's own keys should a tag ever equal a filler.
+// ParseKey does not return copies.
 
 // A KeyKind says what a Redis key of the store holds.
 type KeyKind uint8
@@ -76,6 +83,43 @@ func writeKey(b *strings.Builder, prefix string, kind KeyKind, tag, key string) 
 	b.WriteString("}:")
 	b.WriteString(spaces[kind])
 	b.WriteString(key)
+}
+
+// copySpace follows a copy's filler tag; see writeCopy.
+const copySpace = "!copy:"
+
+// copyLen is the length of the key writeCopy writes.
+func copyLen(prefix, filler, tag, key string) int {
+	return len(prefix) + len("{}:") + len(filler) + len(copySpace) + keyLen("", KeyPause, tag, key)
+}
+
+// writeCopy writes the Redis key of the copy, in the slot whose filler is
+// filler, of the pause key within tag (both quota.SafeKey already):
+// <prefix>{<filler>}:!copy:{<tag>}:!pause:<key>.
+func writeCopy(b *strings.Builder, prefix, filler, tag, key string) {
+	b.WriteString(prefix)
+	b.WriteByte('{')
+	b.WriteString(filler)
+	b.WriteString("}:")
+	b.WriteString(copySpace)
+	writeKey(b, "", KeyPause, tag, key)
+}
+
+// copyKeys returns the Redis keys of the copies of the pause key within
+// tag, one per slot, in slot order: what a request whose Over it is reads
+// on a Redis Cluster (Store.PauseOver).
+func (s *Store) copyKeys(tag, key string) []string {
+	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
+	ft := fillers()
+	keys := make([]string, slots)
+	for sl := range keys {
+		f := ft.filler(sl)
+		var b strings.Builder
+		b.Grow(copyLen(s.prefix, f, tag, key))
+		writeCopy(&b, s.prefix, f, tag, key)
+		keys[sl] = b.String()
+	}
+	return keys
 }
 
 // redisKey returns the Redis key of kind for the caller's tag and key.

@@ -7,7 +7,8 @@ quota.PauseDrain after it, while reserve.lua may still drain by it.
 KEYS  1      the pause key
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 d (µs, > 0);
       4 the channel pauses are announced on
-Reply the paused-until in force.
+Reply {paused-until in force, now} (µs): Store.PauseOver copies the
+pause with the TTL it has.
 
 A pause that is set is announced: PUBLISH "<d> <pause key>" on the
 store's pause channel, for the processes whose requests wait for slots
@@ -19,7 +20,7 @@ holds the pause from when it hears of it, on its own clock.
 local d = tonumber(ARGV[3])
 local untl = now + d
 local cur = tonumber(redis.call('GET', KEYS[1]))
-if cur and cur >= untl then return cur end
+if cur and cur >= untl then return {cur, now} end
 redis.call('SET', KEYS[1], untl, 'PX', ttl(d + drain))
 redis.pcall('PUBLISH', ARGV[4], ARGV[3] .. ' ' .. KEYS[1])
-return untl
+return {untl, now}

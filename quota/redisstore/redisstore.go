@@ -92,8 +92,10 @@ type Store struct {
 	workers workers
 
 	// oneServer: the client is a *redis.Client, so a script may read keys
-	// of any tag (see readsOver).
-	oneServer bool
+	// of any tag; cluster: it is a *redis.ClusterClient, so a script reads
+	// the keys of one slot, which may hold copies of pauses (see
+	// readsOver).
+	oneServer, cluster bool
 
 	// policy checks maxmemory-policy before the first decision; see
 	// checkPolicy.
@@ -158,16 +160,14 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		timeout = DefaultTimeout
 	}
 	s := &Store{
-		client:  client,
-		prefix:  prefix,
-		timeout: timeout,
-		clock:   opts.Clock,
-		oneServer: func() bool {
-			_, ok := client.(*redis.Client)
-			return ok
-		}(),
-		workers: workers{jobs: make(chan func())},
-		seed:    maphash.MakeSeed(),
+		client:    client,
+		prefix:    prefix,
+		timeout:   timeout,
+		clock:     opts.Clock,
+		oneServer: isType[*redis.Client](client),
+		cluster:   isType[*redis.ClusterClient](client),
+		workers:   workers{jobs: make(chan func())},
+		seed:      maphash.MakeSeed(),
 	}
 	var id [12]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -179,6 +179,12 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	s.policy.passed.Store(opts.AllowEviction)
 	return s, nil
+}
+
+// isType reports whether client is a C.
+func isType[C redis.UniversalClient](client redis.UniversalClient) bool {
+	_, ok := client.(C)
+	return ok
 }
 
 // Reserve decides req in one round trip; see quota.Store. An error that
@@ -353,29 +359,71 @@ func (bi *bookedItem) bookWindow(bounds *windowArgs, rate, remaining int64) erro
 // pauses for d from now on the server's clock; see quota.Store. A d of zero
 // or less changes nothing; a d above 71 years is taken as 71 years.
 func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) error {
+	_, _, err := s.pause(ctx, tag, key, d)
+	return err
+}
+
+// pause is Pause; it returns the paused-until in force and the store's
+// now (µs), or zeros when d changes nothing.
+func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (until, now int64, err error) {
 	if tag == "" || key == "" {
-		return fmt.Errorf("%w pause: empty tag or key", quota.ErrInvalid)
+		return 0, 0, fmt.Errorf("%w pause: empty tag or key", quota.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, 0, err
 	}
 	us := min(d.Microseconds(), quota.MaxExact)
 	if us <= 0 {
-		return nil
-	}
-	var nowArg any = ""
-	if s.clock != nil {
-		nowArg = s.clock.Now().UnixMicro()
+		return 0, 0, nil
 	}
 	pk := s.PauseKey(tag, key)
-	v, err := s.run(ctx, pauseScript, []string{pk}, []any{nowArg, s.slack, us, s.pauseChannel()})
+	v, err := s.run(ctx, pauseScript, []string{pk}, []any{s.nowArg(), s.slack, us, s.pauseChannel()})
 	if err != nil {
-		return s.fail(ctx, "pause", err)
+		return 0, 0, s.fail(ctx, "pause", err)
 	}
-	if _, ok := v.(int64); !ok {
-		return s.fail(ctx, "pause", fmt.Errorf("%w: %T, want an integer", errReply, v))
+	if r, ok := v.([]any); ok && len(r) == 2 {
+		until, ok1 := r[0].(int64)
+		now, ok2 := r[1].(int64)
+		if ok1 && ok2 && until > now {
+			s.notify.pauses.note(pk, time.Duration(us)*time.Microsecond, s.now())
+			return until, now, nil
+		}
 	}
-	s.notify.pauses.note(pk, time.Duration(us)*time.Microsecond, s.now())
+	return 0, 0, s.fail(ctx, "pause", fmt.Errorf("%w: %v, want the paused-until and now", errReply, v))
+}
+
+// PauseOver is Pause for a pause that requests in other tags name as
+// their quota.Request.Over (a provider's pause of every tenant). On a
+// Redis Cluster, where such a request reads the pause's copy in its own
+// slot, it then writes the copies in all 16,384 slots: the paused-until
+// in force, with the TTL the pause has, in one pipelined round per
+// master (60 to 220 ms on a loaded three-master test cluster, so the
+// store's timeout must allow it; cmd/throttle's is 2s). The copies hold the
+// pause's paused-until on the clock of its master, which each master
+// compares with its own: clocks apart by x end a copy x early or late.
+// Only the pause is announced (pause.lua), not its copies. An error may
+// leave copies unset, the pause set: calling it again writes them. On one
+// server, or on a Ring (where the requests in other tags do not read it:
+// see quota.Request.Over), it is Pause.
+func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration) error {
+	until, now, err := s.pause(ctx, tag, key, d)
+	if err != nil || !s.cluster || until == 0 {
+		return err
+	}
+	// prelude.lua's ttl: the pause's key lives until it has drained.
+	ttl := time.Duration((until-now+quota.PauseDrain.Microseconds()+999)/1000+s.slack) * time.Millisecond
+	copies := s.copyKeys(tag, key)
+	_, err = bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
+		pipe := s.client.Pipeline()
+		for _, k := range copies { // one SET per slot: a cluster refuses one across slots
+			pipe.Set(ctx, k, until, ttl)
+		}
+		_, err := pipe.Exec(ctx) // the first command's error
+		return struct{}{}, err
+	}))
+	if err != nil {
+		return s.fail(ctx, "pause copies", err)
+	}
 	return nil
 }
 
@@ -761,8 +809,8 @@ func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
 }
 
 // keys returns the Redis keys of req: its items, then its pauses, then
-// its Over pause when the store reads it (readsOver). They share one
-// allocation.
+// its Over pause when the store reads it (readsOver), on a Redis Cluster
+// its copy in the slot of req's tag. They share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
 	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
@@ -775,31 +823,41 @@ func (s *Store) keys(req *quota.Request) []string {
 		parts = append(parts, quota.SafeKey(p))
 	}
 	np := len(parts)
-	overTag := ""
+	overTag, filler := "", ""
 	if s.readsOver(req) {
 		overTag = quota.SafeKey(req.Over.Tag)
 		parts = append(parts, quota.SafeKey(req.Over.Key))
-	}
-	kind := func(i int) (KeyKind, string) {
-		switch {
-		case i < n:
-			return KeyItem, tag
-		case i < np:
-			return KeyPause, tag
+		if s.cluster {
+			filler = fillers().filler(slot(tag))
 		}
-		return KeyPause, overTag
 	}
 	total := 0
 	for i, p := range parts {
-		k, t := kind(i)
-		total += keyLen(s.prefix, k, t, p)
+		switch {
+		case i < n:
+			total += keyLen(s.prefix, KeyItem, tag, p)
+		case i < np:
+			total += keyLen(s.prefix, KeyPause, tag, p)
+		case filler != "":
+			total += copyLen(s.prefix, filler, overTag, p)
+		default:
+			total += keyLen(s.prefix, KeyPause, overTag, p)
+		}
 	}
 	var b strings.Builder
 	b.Grow(total)
 	ends := make([]int, 0, len(parts))
 	for i, p := range parts {
-		k, t := kind(i)
-		writeKey(&b, s.prefix, k, t, p)
+		switch {
+		case i < n:
+			writeKey(&b, s.prefix, KeyItem, tag, p)
+		case i < np:
+			writeKey(&b, s.prefix, KeyPause, tag, p)
+		case filler != "":
+			writeCopy(&b, s.prefix, filler, overTag, p)
+		default:
+			writeKey(&b, s.prefix, KeyPause, overTag, p)
+		}
 		ends = append(ends, b.Len())
 	}
 	all := b.String()
@@ -814,12 +872,14 @@ func (s *Store) keys(req *quota.Request) []string {
 
 // readsOver reports whether a decision of req reads its Over pause: it
 // has one, and the client is one server's (a *redis.Client, standalone or
-// behind Sentinel), where a script may read a key of another tag. A Redis
-// Cluster runs a script on the one slot of its keys, and a Ring on the one
-// shard of its first key, so there the pause is left out: the request is
-// held by its own pauses alone (package doc, "Keys").
+// behind Sentinel), where a script may read a key of any tag, or a Redis
+// Cluster's, where it reads the pause's copy in the slot of req's tag,
+// which PauseOver writes. A Ring runs a script on the shard of its first
+// key, placed by the Ring's own hashing of the tag, not by slot, so there
+// the pause is left out: the request is held by its own pauses alone
+// (package doc, "Keys").
 func (s *Store) readsOver(req *quota.Request) bool {
-	return req.Over.Tag != "" && s.oneServer
+	return req.Over.Tag != "" && (s.oneServer || s.cluster)
 }
 
 // decision is a parsed reply of reserve.lua.
