@@ -77,14 +77,24 @@ func (s *Store) WatchPauses(ctx context.Context) (stop func(), err error) {
 	n := &s.notify
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := s.join(ctx); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(s.leave) }, nil
+}
+
+// join counts one more waiter or watcher, subscribing for the process's
+// first; s.notify.mu is held. A failed subscription counts nobody.
+func (s *Store) join(ctx context.Context) error {
+	n := &s.notify
 	if n.waiters == 0 {
 		if err := s.subscribe(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	n.waiters++
-	var once sync.Once
-	return func() { once.Do(s.leave) }, nil
+	return nil
 }
 
 // PausedFor returns how much longer the pause key in tag holds requests
@@ -162,12 +172,9 @@ func (s *Store) WatchLeases(ctx context.Context, tag, key string) (*quota.LeaseW
 	n := &s.notify
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.waiters == 0 {
-		if err := s.subscribe(ctx); err != nil {
-			return nil, err
-		}
+	if err := s.join(ctx); err != nil {
+		return nil, err
 	}
-	n.waiters++
 	return n.queues.Join(s.Key(tag, key), s.leave), nil
 }
 
