@@ -78,7 +78,7 @@ func (f *failover) reserve(ctx context.Context, p *providers.Provider, q *quota.
 // requests (or nothing does): its own releases are the ones to wait for.
 func (f *failover) watch(ctx context.Context, p *providers.Provider, tag, key string) *quota.LeaseWaiter {
 	var n quota.LeaseNotifier = f.local
-	if f.downUntil.Load() == 0 {
+	if f.inUse() {
 		var ok bool
 		if n, ok = f.store.(quota.LeaseNotifier); !ok {
 			return nil
@@ -100,7 +100,7 @@ func (f *failover) watch(ctx context.Context, p *providers.Provider, tag, key st
 // pauses matter: the in-process limiter decides.
 func (f *failover) watchPauses(ctx context.Context, p *providers.Provider) (stop func()) {
 	n, ok := f.store.(quota.PauseNotifier)
-	if !ok || f.downUntil.Load() != 0 {
+	if !ok || !f.inUse() {
 		return func() {}
 	}
 	stop, err := n.WatchPauses(ctx)
@@ -120,7 +120,7 @@ func (f *failover) watchPauses(ctx context.Context, p *providers.Provider) (stop
 // limiter's.
 func (f *failover) pausedFor(q *quota.Request) time.Duration {
 	var n quota.PauseNotifier = f.local
-	if f.downUntil.Load() == 0 {
+	if f.inUse() {
 		var ok bool
 		if n, ok = f.store.(quota.PauseNotifier); !ok {
 			return 0

@@ -306,17 +306,11 @@ func (s *Store) ResumeOver(ctx context.Context, tag, pauseKey string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		copies := s.copyKeys(tag, pauseKey)
-		_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
-			pipe := s.client.Pipeline()
-			for _, k := range copies { // one DEL per slot: a cluster refuses one across slots
-				pipe.Del(ctx, k)
-			}
-			_, err := pipe.Exec(ctx)
-			return struct{}{}, err
-		}))
+		err := s.eachCopy(ctx, "resume copies", tag, pauseKey, func(ctx context.Context, pipe redis.Pipeliner, k string) {
+			pipe.Del(ctx, k)
+		})
 		if err != nil {
-			return s.fail(ctx, "resume copies", err)
+			return err
 		}
 	}
 	return s.Resume(ctx, tag, pauseKey)

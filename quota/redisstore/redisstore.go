@@ -412,17 +412,27 @@ func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration)
 	}
 	// prelude.lua's ttl: the pause's key lives until it has drained.
 	ttl := time.Duration((until-now+quota.PauseDrain.Microseconds()+999)/1000+s.slack) * time.Millisecond
+	return s.eachCopy(ctx, "pause copies", tag, key, func(ctx context.Context, pipe redis.Pipeliner, k string) {
+		pipe.Set(ctx, k, until, ttl)
+	})
+}
+
+// eachCopy runs one command of do on each of the copies of the pause key
+// in tag (see PauseOver), one per slot since a cluster refuses a command
+// across slots, in one pipelined round per master; op names the call in
+// its error.
+func (s *Store) eachCopy(ctx context.Context, op, tag, key string, do func(ctx context.Context, pipe redis.Pipeliner, k string)) error {
 	copies := s.copyKeys(tag, key)
-	_, err = bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
+	_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
 		pipe := s.client.Pipeline()
-		for _, k := range copies { // one SET per slot: a cluster refuses one across slots
-			pipe.Set(ctx, k, until, ttl)
+		for _, k := range copies {
+			do(ctx, pipe, k)
 		}
 		_, err := pipe.Exec(ctx) // the first command's error
 		return struct{}{}, err
 	}))
 	if err != nil {
-		return s.fail(ctx, "pause copies", err)
+		return s.fail(ctx, op, err)
 	}
 	return nil
 }
