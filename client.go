@@ -29,8 +29,16 @@ type retrySettings struct {
 	bodyLimit int64
 }
 
+// The backoff of NewClient's retries where the vendor names no delay,
+// without WithRetries: exponential from DefaultRetryWaitMin, capped at
+// DefaultRetryWaitMax. The proxy (cmd/throttle) retries with them too.
+const (
+	DefaultRetryWaitMin = 500 * time.Millisecond
+	DefaultRetryWaitMax = 30 * time.Second
+)
+
 // defaultRetry is what NewClient retries without options.
-var defaultRetry = retrySettings{4, 500 * time.Millisecond, 30 * time.Second, DefaultRetryBodyLimit}
+var defaultRetry = retrySettings{4, DefaultRetryWaitMin, DefaultRetryWaitMax, DefaultRetryBodyLimit}
 
 // retryClient returns an *http.Client that retries around rt, a Transport
 // of the providers of reg whose clock is clock, as s says: the vendors'

@@ -144,7 +144,8 @@ func WithStoreRetry(d time.Duration) Option {
 
 // WithRetries sets NewClient's retries: at most max retries after the first
 // attempt, with exponential backoff from min, capped at cap, where the
-// vendor names no delay. The defaults are 4, 500ms and 30s. New ignores it.
+// vendor names no delay. The defaults are 4, DefaultRetryWaitMin (500ms)
+// and DefaultRetryWaitMax (30s). New ignores it.
 func WithRetries(max int, min, cap time.Duration) Option {
 	return optionFunc(func(t *Transport) error {
 		if max < 0 || min <= 0 || cap < min {

@@ -51,7 +51,7 @@ type Options struct {
 	Retries int
 	// retryWaitMin and retryWaitMax bound the exponential backoff between
 	// retries where the vendor names no delay; zero means
-	// defaultRetryWaitMin and defaultRetryWaitMax.
+	// throttle.DefaultRetryWaitMin and DefaultRetryWaitMax.
 	retryWaitMin, retryWaitMax time.Duration
 	// Upstream sends the throttled requests to the vendors. Nil means
 	// NewUpstream(0).
@@ -176,10 +176,10 @@ func New(opts Options) (*Proxy, error) {
 	retry := &retrier{next: t, max: opts.Retries, min: opts.retryWaitMin, cap: opts.retryWaitMax,
 		policy: &backoff.Policy{SignalsFor: p.signalsFor}}
 	if retry.min == 0 {
-		retry.min = defaultRetryWaitMin
+		retry.min = throttle.DefaultRetryWaitMin
 	}
 	if retry.cap == 0 {
-		retry.cap = max(defaultRetryWaitMax, retry.min)
+		retry.cap = max(throttle.DefaultRetryWaitMax, retry.min)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,

@@ -11,12 +11,6 @@ import (
 	"github.com/fleetquota/throttle/backoff"
 )
 
-// Defaults of Options.retryWaitMin and retryWaitMax: throttle.NewClient's.
-const (
-	defaultRetryWaitMin = 500 * time.Millisecond
-	defaultRetryWaitMax = 30 * time.Second
-)
-
 // retrier sends a request through the throttle's transport, and again
 // after a vendor's throttle (or a 5xx or connection error of an idempotent
 // request), by the rules of throttle.NewClient's client (backoff.Policy),
