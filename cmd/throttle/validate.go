@@ -197,16 +197,7 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
-		for _, l := range allLimits(p) {
-			if q := l.lim.Quota; q.Learn {
-				_, hi := q.LearnBounds()
-				most := fmt.Sprintf("%d/%s at most", hi, periodString(q.Period))
-				if q.Ceiling == 0 {
-					most += fmt.Sprintf(" (no ceiling: %d times the floor)", quota.DefaultLearnCeiling)
-				}
-				fmt.Fprintf(w, "  limit %s learns the vendor's limit: %s at the least, %s\n", q.Name, spec(q), most)
-			}
-		}
+		printLearning(w, p)
 		for i := range p.Routes {
 			if r := &p.Routes[i]; r.Sync != nil {
 				fmt.Fprintf(w, "  route %s sync: %s\n", routeString(r), syncString(r.Sync))
@@ -226,6 +217,20 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 				names[j] = fmt.Sprintf("%s %d", name, r.Costs[name])
 			}
 			fmt.Fprintf(w, "  route %s costs: %s (every other limit: %d)\n", routeString(r), strings.Join(names, ", "), r.Cost)
+		}
+	}
+}
+
+// printLearning writes the bounds of p's learning limits.
+func printLearning(w io.Writer, p *providers.Provider) {
+	for _, l := range allLimits(p) {
+		if q := l.lim.Quota; q.Learn {
+			_, hi := q.LearnBounds()
+			most := fmt.Sprintf("%d/%s at most", hi, periodString(q.Period))
+			if q.Ceiling == 0 {
+				most += fmt.Sprintf(" (no ceiling: %d times the floor)", quota.DefaultLearnCeiling)
+			}
+			fmt.Fprintf(w, "  limit %s learns the vendor's limit: %s at the least, %s\n", q.Name, spec(q), most)
 		}
 	}
 }
