@@ -256,17 +256,24 @@ func (r *reader) check(rd Reading) (Reading, bool) {
 // every value of header name: the first maxValues of them, recording an
 // error if there are more.
 func (r *reader) elements(name string) iter.Seq[string] {
+	return r.split(name, ",", "values")
+}
+
+// split yields the non-empty, trimmed parts between the separators sep
+// of every value of header name: the first maxValues of them, recording
+// an error that counts them as what if there are more.
+func (r *reader) split(name, sep, what string) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		n := 0
 		for _, line := range r.h.Values(name) {
 			for rest, more := line, true; more; {
 				var e string
-				e, rest, more = strings.Cut(rest, ",")
+				e, rest, more = strings.Cut(rest, sep)
 				if e = strings.TrimSpace(e); e == "" {
 					continue
 				}
 				if n == maxValues {
-					r.malformed(name, e, fmt.Sprintf("more than %d values; the rest left out", maxValues))
+					r.malformed(name, e, fmt.Sprintf("more than %d %s; the rest left out", maxValues, what))
 					return
 				}
 				n++

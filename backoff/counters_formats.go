@@ -308,26 +308,13 @@ func (r *reader) zendeskKeys(n int) []string {
 // by ";" and keys in lower case: the first maxValues pairs, recording an
 // error if there are more. A pair without "=" is malformed.
 func (r *reader) pairs(name string, f func(k, v string)) {
-	n := 0
-	for _, line := range r.h.Values(name) {
-		for rest, more := line, true; more; {
-			var p string
-			p, rest, more = strings.Cut(rest, ";")
-			if p = strings.TrimSpace(p); p == "" {
-				continue
-			}
-			if n == maxValues {
-				r.malformed(name, p, fmt.Sprintf("more than %d pairs; the rest left out", maxValues))
-				return
-			}
-			n++
-			k, v, ok := strings.Cut(p, "=")
-			if k = strings.TrimSpace(k); !ok || len(k) > maxName {
-				r.malformed(name, p, `not "key=value" with a key of at most 64 bytes`)
-				continue
-			}
-			f(strings.ToLower(k), strings.TrimSpace(v))
+	for p := range r.split(name, ";", "pairs") {
+		k, v, ok := strings.Cut(p, "=")
+		if k = strings.TrimSpace(k); !ok || len(k) > maxName {
+			r.malformed(name, p, `not "key=value" with a key of at most 64 bytes`)
+			continue
 		}
+		f(strings.ToLower(k), strings.TrimSpace(v))
 	}
 }
 
