@@ -169,11 +169,15 @@ func (h *leaseHold) end(ctx context.Context, err error) {
 	h.release()
 }
 
-// abandon stops the renewals, once, and leaves the leases to expire.
+// abandon stops the renewals, once, and leaves the leases to expire in
+// the store. The in-process limiter stops counting them at once, as after
+// a release: it cannot see when they expire, and a count kept for good
+// would shrink its share with every abandoned request.
 func (h *leaseHold) abandon() {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
+		h.l.count(h.keys, -1)
 		if !h.expired.Load() { // else reported when the renewals stopped
 			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
 		}

@@ -384,3 +384,63 @@ providers:
 		_ = resp.Body.Close()
 	}
 }
+
+// ctxBody is a response body whose Read waits for its request's context
+// to end and fails with its error: a client that gives up mid-body.
+type ctxBody struct{ ctx context.Context }
+
+func (b ctxBody) Read([]byte) (int, error) { <-b.ctx.Done(); return 0, b.ctx.Err() }
+func (b ctxBody) Close() error             { return nil }
+
+// TestLocalFallbackForgetsAbandonedLeases: a request whose caller gave
+// up mid-body leaves its lease in the store to expire (the vendor may
+// still serve it), and stops counting against the in-process limiter's
+// share once it has done so: a leak there would shrink the share for
+// good, one abandoned request at a time.
+func TestLocalFallbackForgetsAbandonedLeases(t *testing.T) {
+	t.Parallel()
+	gate := &gateStore{}
+	f := newFixture(t, `
+providers:
+  llm:
+    hosts: [api.llm.test]
+    on_limit: fail
+    on_store_error: local
+    local_share: 50%
+    limits: [{name: streams, limit: 4 concurrent lease 1m}]
+`, throttle.WithStore(gate))
+	gate.mem = quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
+	f.mock.RegisterResponder("GET", "https://api.llm.test/v1/abandoned", func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: ctxBody{req.Context()}, Header: http.Header{}, Request: req}, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://api.llm.test/v1/abandoned", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("with the store: %v", err)
+	}
+	cancel()
+	if _, err := resp.Body.Read(make([]byte, 1)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("reading the abandoned body: %v, want context.Canceled", err)
+	}
+	gate.fail.Store(true)
+	var held []*http.Response
+	for range 3 {
+		req, err := http.NewRequest("GET", "https://api.llm.test/v1/stream", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := f.rt.RoundTrip(req); err == nil {
+			held = append(held, resp)
+		}
+	}
+	if len(held) != 2 {
+		t.Errorf("local share of 2 after an abandoned request: admitted %d, want 2", len(held))
+	}
+	for _, resp := range held {
+		_ = resp.Body.Close()
+	}
+}
