@@ -9,6 +9,7 @@ import (
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
 	"mode", "on_store_error", "local_share", "signals", "keys", "sync", "settle",
+	"plans", "default_plan",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -65,6 +66,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	// A request that matches no route has cost 1, which every limit admits.
 	l.finish(p)
 	l.tenantKeys(p, append(limitNodes, routeNodes...), keys, path+".keys")
+	l.plans(p, f, path, bp, append(limitNodes, routeNodes...))
 	return p, hostNodes
 }
 

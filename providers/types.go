@@ -297,6 +297,8 @@ type Provider struct {
 	limits map[string]*Limit
 	plan   plan
 	pauses []string
+	// plans are the provider's plans (plans.go); nil when it has none.
+	plans *planSet
 }
 
 // Sync says how a vendor reports its counters on every response and which
