@@ -46,6 +46,11 @@ type Transport struct {
 	failover failover
 	// leases holds the leases of the requests in flight.
 	leases *leases
+	// plans keeps what the WithPlans function named (plans.go), and
+	// planOf is its lookup, made once so that a request copies it
+	// without an allocation; both nil without WithPlans.
+	plans  *planCache
+	planOf func(business string) string
 
 	retry retrySettings
 }
@@ -193,6 +198,12 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.registry = providers.NewRegistry(cfg)
 	}
+	if t.plans != nil && t.plans.f != nil {
+		t.plans.clock = t.clock
+		t.planOf = t.plans.planOf
+	} else {
+		t.plans = nil // WithPlanCache alone
+	}
 	t.leases = &leases{clock: t.clock, observe: t.observe}
 	f := &t.failover
 	f.heldShared = t.leases.heldShared
@@ -281,7 +292,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errZeroTransport
 	}
 	ctx := req.Context()
-	res, ok, err := t.registry.Resolve(req, input(ctx))
+	in := input(ctx)
+	in.PlanOf = t.planOf
+	res, ok, err := t.registry.Resolve(req, in)
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
