@@ -14,6 +14,7 @@ import (
 var statusCmd = &command{
 	name: "status",
 	usage: `Usage: throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR]
+       throttle status [PROVIDER] --tenant BUSINESS [--plan NAME] --redis URL [...]
 
 Status shows the live state of the limits in Redis, read without changing
 anything and computed as the store decides (Redis's TIME is the clock): per
@@ -31,6 +32,15 @@ next requests wait out.
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
 header value or a host; a "#..." value as status shows it is taken as it is).
+
+--tenant BUSINESS shows one business's state on every provider with a
+limit scoped per business (or on PROVIDER): its plan on each, and what it
+has left of each limit at that plan's figures. A tenant's rows are read
+at its plan's figures whatever the form (the "plan" field, and a note in
+the table): the plan the configuration's tenants map names, else the
+provider's default_plan. A program that names plans with WithPlans (a
+lookup in its database) is not asked: --plan NAME reads the --tenant
+business's state at that plan's figures instead.
 
 The table lists only the limits that have state in Redis (a limit without
 state is full); --all lists every limit. Rates are per second, minute,
@@ -73,6 +83,9 @@ state (see "exists"):
 	    "paused_until": null,     the provider's pause, RFC 3339, or null
 	    "scopes_known": 12,       scope values found so far
 	    "scopes_shown": 10,       of those, shown (busiest first)
+	    "tenant": {"business": "acme", "plan": "enterprise", "from": "tenants"},
+	                              with --tenant only; from: tenants, --plan,
+	                              default or none (no plans)
 	    "rows": [{
 	      "limit": "global", "kind": "gcra" | "window" | "rolling" | "concurrent",
 	      "spec": "90/s",         short form, headroom applied
@@ -100,6 +113,8 @@ state (see "exists"):
 	      "reset_after_ms": 34,   until back to full (rounded up; concurrent:
 	                              until the latest lease expires)
 	      "paused_until": null,   the pause these requests read, or null
+	      "plan": "enterprise",   the tenant's plan whose figures the row
+	                              is read at; omitted: the limit as written
 	      "key": "throttle:{stripe}:global",
 	      "exists": true          false: no state, the limit is idle
 	    }]
@@ -127,6 +142,7 @@ type statusOptions struct {
 	top, steps    int
 	width         int
 	serve         string
+	tenant, plan  string
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -139,7 +155,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer e.close()
-	w, err := newWatcher(e, pos, o.top, o.steps)
+	var w *watcher
+	if o.tenant != "" {
+		w, err = tenantWatcher(e, pos, o)
+	} else {
+		w, err = newWatcher(e, pos, o.top, o.steps)
+	}
 	if err != nil {
 		return err
 	}
@@ -170,6 +191,8 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	fs.IntVar(&o.steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch or --serve")
 	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in, at least 20; 0 means $COLUMNS, or 100")
 	fs.StringVar(&o.serve, "serve", "", "serve a live status page on `ADDR` (\":8080\" is loopback only) until interrupted")
+	fs.StringVar(&o.tenant, "tenant", "", "show one `BUSINESS`'s plan and state on every provider scoped per business (or PROVIDER)")
+	fs.StringVar(&o.plan, "plan", "", "with --tenant: read its state at the figures of plan `NAME`")
 	pos, err := parse(statusCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return nil, nil, err
@@ -185,6 +208,10 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 		return nil, nil, usagef("--width %d: want at least %d columns (or 0 for $COLUMNS)", o.width, minWidth)
 	case o.serve != "" && (o.watch || o.asJSON):
 		return nil, nil, usagef("--serve shows its own page: it takes neither --watch nor --json")
+	case o.plan != "" && o.tenant == "":
+		return nil, nil, usagef("--plan %q names the plan of the --tenant business: give --tenant too", o.plan)
+	case isSet(fs, "tenant") && o.tenant == "":
+		return nil, nil, usagef("--tenant: empty business")
 	}
 	if o.serve != "" {
 		addr, err := serveAddr(o.serve)

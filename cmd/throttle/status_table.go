@@ -66,6 +66,9 @@ func renderTable(w io.Writer, v *view, all bool, width int) error {
 		scan = "scan in progress: more scope values may exist"
 	}
 	wrapTo(&b, fmt.Sprintf("redis time %s, prefix %q, %s", v.Now.Format(time.RFC3339Nano), v.Prefix, scan), width, "")
+	for _, l := range tenantLines(v) {
+		wrapTo(&b, l, width, "  ")
+	}
 	cells, idle := tableCells(v, all)
 	if len(cells) > 1 {
 		b.WriteByte('\n')
@@ -141,6 +144,9 @@ func refill(r row) string {
 // them), debt, a pause.
 func rowNotes(r row) string {
 	var n []string
+	if r.Plan != "" {
+		n = append(n, "plan "+r.Plan)
+	}
 	if r.Kind == quota.Concurrency.String() && r.Used > 0 {
 		n = append(n, fmt.Sprintf("%d lease%s held, soonest expires in %s",
 			r.Used, plural(int(r.Used)), humanDuration(time.Duration(r.NextExpiryMS)*time.Millisecond)))

@@ -31,7 +31,12 @@ printed to stdout: per provider its hosts, behaviour and keys (one hash tag,
 or one per tenant), and per limit the route that adds it, the limit in the
 short form with headroom applied (the numbers the store enforces), its
 scope, what happens without a scope value and the values it is restricted
-to. ${VAR} references are read from the environment.
+to; then its plans, each with its weight and the figures it gives its
+businesses; and how many businesses the tenants map puts on each plan.
+A plan that changes an unknown or provider-wide limit, or a limit's
+kind, window or period, and a tenant or default_plan naming a plan no
+provider defines, are problems. ${VAR} references are read from the
+environment.
 
 With --against OLD, validate loads both and, instead of the table, lists
 per provider what switching the fleet from OLD to FILE does to the state in
@@ -150,6 +155,7 @@ func warnConfig(w io.Writer, cfg *providers.Config) {
 func printConfig(w io.Writer, cfg *providers.Config) {
 	ps := cfg.Providers()
 	fmt.Fprintf(w, "%s: valid, %d provider%s\n", cfg.Name(), len(ps), plural(len(ps)))
+	printTenants(w, cfg)
 	for _, p := range ps {
 		fmt.Fprintf(w, "\n%s\n", p.Name)
 		fmt.Fprintf(w, "  hosts: %s\n", strings.Join(p.Hosts, ", "))
@@ -197,6 +203,7 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
+		printPlans(w, p)
 		printLearning(w, p)
 		for i := range p.Routes {
 			if r := &p.Routes[i]; r.Sync != nil {
