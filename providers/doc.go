@@ -22,6 +22,7 @@
 // # Schema
 //
 //	version: 1                      # optional; the only version is 1
+//	tenants: {acme: enterprise}     # business -> plan; see Plans
 //	providers:
 //	  github:                       # the name: lower case, digits, "-", "_"
 //	    hosts: [api.github.com]     # see Hosts
@@ -38,6 +39,8 @@
 //	    sync: {...}                 # see Sync
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
+//	    plans: {...}                # see Plans
+//	    default_plan: standard      # see Plans
 //
 // Unknown fields, wrong types, duplicated keys, YAML aliases and merge keys
 // are errors. Load reports every problem at once in a *ConfigError (which
@@ -180,6 +183,49 @@
 // one decision (quota.Item.Cost). Input.Cost replaces the cost per
 // request, and Input.Costs the cost of named limits (e.g. the tokens of a
 // model API call, while its requests limit counts 1).
+//
+// # Plans
+//
+// A plan gives the businesses on it other figures for some of a
+// provider's limits scoped per business: acme on 15,000/h, the others on
+// 5,000/h.
+//
+//	tenants:                        # top level: business -> plan name
+//	  acme: enterprise
+//	providers:
+//	  github:
+//	    limits: [{name: core, limit: 5000/h, scope: business}]
+//	    plans:
+//	      enterprise:
+//	        weight: 3               # its share of a fair-shared limit; 1 to 1000, default 1
+//	        limits: {core: 15000/h} # or {core: {rate: 15000, period: 1h}}
+//	      standard: {}              # the limits as written
+//	    default_plan: standard      # optional
+//
+// A plan's limits name limits of the provider (its own or its routes')
+// scoped by business, and give their figures in the short form or the
+// figure fields (limit, rate, period, burst, quota, per, resets,
+// timezone, rolling); headroom applies to them as to the limit. A plan
+// changes how much a limit admits, never how its state is kept: the
+// kind, a window's unit, reset and zone (kept when not restated), a
+// rolling period and a lease are the limit's, and a learning limit
+// learns from the plan's figure. So the keys are the same on every plan:
+// moving a business to another plan moves nothing, and its next request
+// is decided against the same state at the new figures. Load reports a
+// plan that names an unknown or provider-wide limit or one scoped
+// otherwise, changes a kind, window, rolling period or lease, or gives a
+// figure a route's cost cannot fit, and a default_plan or a tenants
+// entry naming a plan no provider defines.
+//
+// Plan names are the caller's tiers, shared by every provider: Resolve
+// takes the business's plan from Input.PlanOf (a lookup in the caller's
+// database, e.g. throttle.WithPlans) when it names one, else from the
+// tenants map; a provider that does not define that plan, and a request
+// without a business, get the provider's default_plan, or without one
+// its limits as written (Config.PlanFor). A name Input.PlanOf returns
+// that no provider defines refuses the request with ErrUnknownPlan.
+// Resolution.Plan is the plan applied; a provider without plans costs
+// nothing more to resolve.
 //
 // # Signals
 //

@@ -288,3 +288,31 @@ func FuzzResolvePlan(f *testing.F) {
 		}
 	})
 }
+
+// TestCatalogGitHubEnterprise: the catalog puts a business on GitHub
+// Enterprise Cloud (15,000/h per token) on its enterprise plan, three
+// times core, headroom applied; every other business gets core as
+// written. GITHUB_CORE_ENTERPRISE changes it.
+func TestCatalogGitHubEnterprise(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env        map[string]string
+		rate, burst int64
+	}{
+		{nil, 12825, 1425},
+		{map[string]string{"GITHUB_CORE_ENTERPRISE": "27000/h burst 3000"}, 25650, 2850},
+	} {
+		cfg, err := LoadCatalog(env(c.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gh, _ := cfg.Provider("github")
+		ent, ok := gh.Plan("enterprise")
+		if !ok || gh.DefaultPlan() != nil {
+			t.Fatalf("github plans: %v, default %v", gh.Plans(), gh.DefaultPlan())
+		}
+		if q := ent.Override(&gh.Limits[0]).Quota; q.Name != "core" || q.Rate != c.rate || q.Burst != c.burst || q.Period != time.Hour {
+			t.Errorf("%v: enterprise core = %d/%v burst %d, want %d/h burst %d", c.env, q.Rate, q.Period, q.Burst, c.rate, c.burst)
+		}
+	}
+}

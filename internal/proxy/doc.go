@@ -26,7 +26,10 @@
 // name that is not a limit of the request's stack is a 400. The headers
 // are the client's assertions: a cost header can raise a configured cost
 // but not lower it (unless Options.LowerCosts), and Options.Business
-// binds every request to one business.
+// binds every request to one business. No header names a plan: the
+// business's plan comes from the registry's configuration (its tenants
+// map, else the provider's default_plan), so a client cannot raise its
+// own figures.
 //
 // # Answers of its own
 //
