@@ -123,8 +123,11 @@ const evictSample = 8
 // planOf returns the plan of business, from the cache or the function.
 func (c *planCache) planOf(business string) string {
 	key := business
-	if len(key) > 64 {
+	if len(key) > 64 || strings.HasPrefix(key, "#") {
 		// A hostile or odd value costs a hash, not its length, per entry.
+		// SafePart's hashes start with "#", so a value that does too is
+		// hashed as well: no business can name another's entry by its
+		// hash.
 		key = quota.SafePart(key)
 	}
 	for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
 )
 
 // plansYAML puts acme on 15/min through the tenants map, every other
@@ -361,4 +362,24 @@ func FuzzPlanOf(f *testing.F) {
 			t.Fatalf("the cache holds %d, want at most 4", n)
 		}
 	})
+}
+
+// TestPlansHashedBusinessesDoNotCollide: a long business is cached under
+// its hash, and a business that is that hash, literally, is another
+// business: it does not get the first one's plan.
+func TestPlansHashedBusinessesDoNotCollide(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("enterprise-customer-", 5)
+	db := newPlanFunc(map[string]string{long: "enterprise"})
+	f := newFixture(t, plansYAML, throttle.WithPlans(db.planOf))
+	if got := f.admitted("https://api.gh.test/x", long, 20); got != 15 {
+		t.Errorf("the long business (enterprise) sent %d of 20, want 15", got)
+	}
+	hash := quota.SafePart(long)
+	if got := f.admitted("https://api.gh.test/x", hash, 20); got != 5 {
+		t.Errorf("a business named %s sent %d of 20, want 5 (the default plan)", hash, got)
+	}
+	if db.called(hash) != 1 || db.called(long) != 1 {
+		t.Errorf("lookups: %d of the hash, %d of the long business; want 1 each", db.called(hash), db.called(long))
+	}
 }

@@ -19,6 +19,7 @@
 //	throttle validate [FILE]
 //	throttle validate --against OLD [FILE]
 //	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR] [--interval 2s] [--top 10]
+//	throttle status [PROVIDER] --tenant BUSINESS [--plan NAME] --redis URL
 //	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION --redis URL
 //	throttle resume PROVIDER[/SCOPE] [--tenant VALUE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
@@ -31,8 +32,9 @@
 // problem as "file:line:column: field.path: message" and exits 3, or prints
 // the resolved table: per provider its hosts, behaviour and keys (its
 // Redis hash tag), and per limit its route, the limit in the short form
-// with headroom applied, its scope and what happens without a scope value.
-// With --against OLD it instead lists, per provider, what switching the
+// with headroom applied, its scope and what happens without a scope value;
+// then its plans, each with its weight and figures, and how many
+// businesses the tenants map puts on each plan. With --against OLD it instead lists, per provider, what switching the
 // fleet from OLD to FILE would move or forget in Redis
 // (providers.Changes), and exits 4 when anything would.
 //
@@ -53,7 +55,12 @@
 // --json writes a document whose schema is in "throttle status --help"
 // (one document per line with --watch); --serve ADDR serves a read-only
 // page of the same state, bars of what is left that refresh themselves,
-// on loopback when ADDR is a bare port (":8080").
+// on loopback when ADDR is a bare port (":8080"). A tenant's rows are
+// read at its plan's figures (the tenants map, else the provider's
+// default_plan); --tenant BUSINESS shows one business on every provider
+// with a limit per business, with its plan on each, and --plan NAME reads
+// it at another plan's figures (a program's WithPlans lookup is not
+// visible to status).
 //
 // pause holds back fleet-wide, as a vendor's 429 does, every request of a
 // provider (PROVIDER: of every tenant; on a Redis Cluster, where a
