@@ -296,7 +296,7 @@ func FuzzResolvePlan(f *testing.F) {
 func TestCatalogGitHubEnterprise(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		env        map[string]string
+		env         map[string]string
 		rate, burst int64
 	}{
 		{nil, 12825, 1425},
