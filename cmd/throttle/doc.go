@@ -19,7 +19,7 @@
 //	throttle validate [FILE]
 //	throttle validate --against OLD [FILE]
 //	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR] [--interval 2s] [--top 10]
-//	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION --redis URL
+//	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION [--reason TEXT] --redis URL
 //	throttle resume PROVIDER[/SCOPE] [--tenant VALUE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
 //	throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
@@ -53,13 +53,16 @@
 // --json writes a document whose schema is in "throttle status --help"
 // (one document per line with --watch); --serve ADDR serves a read-only
 // page of the same state, bars of what is left that refresh themselves,
-// on loopback when ADDR is a bare port (":8080").
+// with the pauses in force and why they were set and the fleet's recent
+// refusals, on loopback when ADDR is a bare port (":8080").
 //
 // pause holds back fleet-wide, as a vendor's 429 does, every request of a
 // provider (PROVIDER: of every tenant; on a Redis Cluster, where a
 // tenant's decision reads only its own slot, through a copy of the pause
-// in every slot, Store.PauseOver) or one tenant's (--tenant VALUE or
-// PROVIDER/VALUE, for a provider with keys: per_tenant); resume lifts it; reset deletes limit
+// in every slot, and on a Ring through a copy on every shard,
+// Store.PauseOver) or one tenant's (--tenant VALUE or PROVIDER/VALUE, for
+// a provider with keys: per_tenant), and records beside it who paused and
+// --reason, which status shows; resume lifts it; reset deletes limit
 // state so a limit is back to full capacity. They write exactly the keys the
 // transport reads: the tags and keys come from package providers
 // (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the
@@ -90,7 +93,11 @@
 //
 // --redis takes a redis:// or rediss:// URL (see redis.ParseURL), or for a
 // Redis Cluster comma-separated URLs or host:port addresses of its nodes
-// (or one URL with --cluster; see redis.ParseClusterURL). It defaults to
+// (or one URL with --cluster; see redis.ParseClusterURL), or with --ring
+// the shards of a go-redis Ring as NAME=ADDR,... with the names the fleet's
+// redis.RingOptions.Addrs gives them (the Ring places keys by hashing the
+// names, so status finds a tenant's keys only under the fleet's names; a
+// Ring with its own NewConsistentHash is not supported). It defaults to
 // $THROTTLE_REDIS. --config names the providers file (default: the
 // embedded catalog) and --prefix the key prefix (default "throttle:"):
 // both must be the fleet's. --timeout bounds each call to Redis (default
