@@ -28,20 +28,7 @@ import (
 // reason is never shown beside another pause (one set by a process
 // without reasons, between the two reads).
 
-// reasonSpace follows the tag of a reason key.
-const reasonSpace = "!reason:"
-
 var _ quota.ReasonPauser = (*Store)(nil)
-
-// reasonKey returns the Redis key of the reason of the pause key within
-// tag.
-func (s *Store) reasonKey(tag, key string) string {
-	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
-	var b strings.Builder
-	b.Grow(keyLen(s.prefix, KeyItem, tag, key) + len(reasonSpace))
-	writeKey(&b, s.prefix, KeyItem, tag, reasonSpace+key)
-	return b.String()
-}
 
 // PauseWithReason is Pause that records why, as quota.ReasonPauser says:
 // reason, made safe by quota.CleanReason, is written beside the pause by

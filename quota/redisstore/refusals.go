@@ -26,7 +26,7 @@ import (
 // {!refusals}, which no request's tag can equal (quota.SafeKey never
 // starts a tag with "!"), so ParseKey passes over it:
 //
-//	<prefix>{!refusals}:<provider>/<limit>   a hash: minute -> count, "last"
+//	<prefix>{!refusals}:<provider>:<limit>   a hash: minute -> count, "last"
 //
 // where provider and limit pass through quota.SafePart. Counts are kept
 // per minute of the store's clock for an hour. What is lost: the refusals
@@ -38,9 +38,6 @@ var (
 	refusalsLua    string
 	refusalsScript = newScript(refusalsLua)
 )
-
-// refusalsTag is the hash tag of the record.
-const refusalsTag = "!refusals"
 
 // DefaultRefusalInterval is how often a RefusalLog writes when its
 // interval is zero.
@@ -55,17 +52,6 @@ const maxRefusalKeys = 512
 // limit's ("pause" for a pause), as throttle's Event has them.
 type RefusalKey struct {
 	Provider, Limit string
-}
-
-// refusalKey returns the Redis key of k's record.
-func (s *Store) refusalKey(k RefusalKey) string {
-	var b strings.Builder
-	p, l := quota.SafePart(k.Provider), quota.SafePart(k.Limit)
-	b.Grow(keyLen(s.prefix, KeyItem, refusalsTag, p) + 1 + len(l))
-	writeKey(&b, s.prefix, KeyItem, refusalsTag, p)
-	b.WriteByte('/')
-	b.WriteString(l)
-	return b.String()
 }
 
 // A RefusalLog counts this process's refusals and adds them to the

@@ -4,7 +4,7 @@ decisions write nothing when they refuse, so a RefusalLog counts its
 process's refusals and adds them here at most once per interval, and
 throttle status reads them back. Numbers and clock are as in reserve.lua.
 
-KEYS  one per provider and limit, <prefix>{!refusals}:<provider>/<limit>,
+KEYS  one per provider and limit, <prefix>{!refusals}:<provider>:<limit>,
       a hash: field <minute> (minutes since the epoch on the store's
       clock) -> refusals counted in it, field "last" -> "<at µs>
       <retry-after µs>", the latest refusal and what it was told

@@ -95,7 +95,7 @@ func TestRefusalLog(t *testing.T) {
 	if rs[1].Within(60) != 60 || rs[0].Within(60) != 0 || !rs[0].Last.IsZero() {
 		t.Errorf("after 70 minutes: stripe/pause %d in the hour, stripe/global %d and last %v (over an hour ago)", rs[1].Within(60), rs[0].Within(60), rs[0].Last)
 	}
-	if k := st.refusalKey(global); k != st.Prefix()+"{!refusals}:stripe/global" {
+	if k := st.refusalKey(global); k != st.Prefix()+"{!refusals}:stripe:global" {
 		t.Errorf("refusal key %q", k)
 	} else if tag, key, kind, ok := st.ParseKey(k); ok {
 		t.Errorf("ParseKey(%q) = %q, %q, %v; want none", k, tag, key, kind)

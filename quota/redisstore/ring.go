@@ -42,16 +42,6 @@ import (
 // a copy left on a shard that was down holds its tenants until the copy
 // expires, so it fails until every shard has been reached.
 
-// ringCopyKey returns the Redis key of the copy of the pause key within
-// tag that a tenant's decision reads on its own shard of a Ring.
-func (s *Store) ringCopyKey(tag, key string) string {
-	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
-	var b strings.Builder
-	b.Grow(copyLen(s.prefix, tag, tag, key))
-	writeCopy(&b, s.prefix, tag, tag, key)
-	return b.String()
-}
-
 // eachShard runs one command of do on key on every shard of the store's
 // Ring that is up, through the shard's own client, in parallel, bounded
 // by the store's timeout; op names the call in its error. It fails when
