@@ -128,7 +128,8 @@ state (see "exists"):
 	    "last_5m": 37, "last_hour": 1204,
 	    "last": "2026-01-02T15:04:01Z",    the latest, or null
 	    "retry_after_ms": 2000             what the latest was told
-	  }]
+	  }],
+	  "refusals_error": "..."     only when the refusals could not be read
 	}
 ` + storeFlagsText,
 }

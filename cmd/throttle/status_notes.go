@@ -133,15 +133,31 @@ func (w *watcher) refusals(ctx context.Context) ([]refusalView, error) {
 }
 
 // annotate adds to v the pauses in force that groups hold, with their
-// reasons, and the recent refusals.
+// reasons, and the recent refusals. The refusals' record lives in a tag
+// of its own, which a user whose ACL names the providers' keys alone may
+// not read: that failure is shown in the view, not the refresh's.
 func (w *watcher) annotate(ctx context.Context, v *view, groups []*group) error {
 	v.Pauses = pausesOf(groups)
 	if err := w.notePauses(ctx, v.Pauses); err != nil {
 		return err
 	}
 	var err error
-	v.Refusals, err = w.refusals(ctx)
-	return err
+	if v.Refusals, err = w.refusals(ctx); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		v.RefusalsError = err.Error()
+	}
+	return nil
+}
+
+// refusalNote says why the table lists no refusals when they could not
+// be read, or "".
+func refusalNote(v *view) string {
+	if v.RefusalsError == "" {
+		return ""
+	}
+	return "Recent refusals could not be read: " + v.RefusalsError
 }
 
 // refusalRows lists the recent refusals (view.Refusals), headings first.

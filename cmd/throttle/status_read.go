@@ -19,6 +19,8 @@ type view struct {
 	Providers    []providerView `json:"providers"`
 	Pauses       []pauseView    `json:"pauses"`   // status_notes.go
 	Refusals     []refusalView  `json:"refusals"` // status_notes.go
+	// RefusalsError says why Refusals could not be read.
+	RefusalsError string `json:"refusals_error,omitempty"`
 }
 
 // providerView is one provider's part of a view: its own rows, then its

@@ -92,6 +92,9 @@ func renderTable(w io.Writer, v *view, all bool, width int) error {
 	case idle > 0:
 		notes = append(notes, fmt.Sprintf("%d limits without state in Redis, all full, are not shown (--all lists them).", idle))
 	}
+	if n := refusalNote(v); n != "" {
+		notes = append(notes, n)
+	}
 	for _, p := range v.Providers {
 		if p.ScopesShown < p.ScopesKnown {
 			notes = append(notes, fmt.Sprintf("%s: %d of %d scope values shown, busiest first (--top 0 shows all).", p.Name, p.ScopesShown, p.ScopesKnown))
