@@ -404,13 +404,13 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration, rea
 // master (60 to 220 ms on a loaded three-master test cluster, so the
 // store's timeout must allow it; cmd/throttle's is 2s). On a Ring, where
 // such a request reads the copy on its own shard, it writes one copy per
-// shard (ring.go). The copies hold the
-// pause's paused-until on the clock of its master, which each master
-// compares with its own: clocks apart by x end a copy x early or late.
-// Only the pause is announced (pause.lua), not its copies. An error may
-// leave copies unset, the pause set: calling it again writes them. On one
-// server, where the requests in other tags read the pause itself, it is
-// Pause.
+// shard, and fails, naming it, when a shard the Ring reports down missed
+// its copy (ring.go). The copies hold the pause's paused-until on the
+// clock of its master, which each master compares with its own: clocks
+// apart by x end a copy x early or late. Only the pause is announced
+// (pause.lua), not its copies. An error may leave copies unset, the pause
+// set: calling it again writes them. On one server, where the requests in
+// other tags read the pause itself, it is Pause.
 func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration) error {
 	return s.PauseOverWithReason(ctx, tag, key, d, "")
 }
@@ -835,8 +835,8 @@ func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
 
 // keys returns the Redis keys of req: its items, then its pauses, then
 // its Over pause when the store reads it (readsOver), on a Redis Cluster
-// its copy in the slot of req's tag, on a Ring its copy on every shard.
-// They share one allocation.
+// its copy in the slot of req's tag, on a Ring its copy on req's shard
+// (which has one name on every shard). They share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
 	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
