@@ -568,13 +568,14 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d) {
+	why := throttledReason(req.URL.Host, resp.StatusCode, v, d)
+	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d, why) {
 		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
 	}
 	// A tenant's requests read their own pause alone (one hash tag per
 	// decision): the provider's pause holds back the rest.
 	if tag, key := p.PauseKey(""); v.Global && (tag != res.Request.Tag || key != res.Pause) {
-		if t.failover.pause(pctx, p, tag, key, d) {
+		if t.failover.pause(pctx, p, tag, key, d, why) {
 			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
 		}
 	}
@@ -608,7 +609,7 @@ func (t *Transport) syncCounters(ctx context.Context, resp *http.Response, res *
 		t.failover.sync(sctx, p, rsv, cs.Observed)
 	}
 	if cs.Hold > 0 && res.Pause != "" && res.Request.Tag != "" {
-		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold) {
+		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold, countersReason(responseHost(resp), resp.StatusCode, cs.Hold)) {
 			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: cs.Hold, Status: resp.StatusCode})
 		}
 	}

@@ -101,9 +101,9 @@ type Request struct {
 	// Over is a pause in another tag that holds this request back too:
 	// a provider's pause, over the requests in its tenants' tags. The zero
 	// value is none. On a Redis Cluster, where a decision reads one slot,
-	// the Redis store reads the pause's copy in the request's slot, which
-	// its PauseOver writes; on a Ring it cannot read it (see
-	// quota/redisstore's doc).
+	// the Redis store reads the pause's copy in the request's slot, and on
+	// a Ring the copy on the request's shard, which its PauseOver writes
+	// (see quota/redisstore's doc).
 	Over PauseKey
 	// Cost is how many events the request counts for. Zero means 1.
 	Cost int64

@@ -126,7 +126,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := newProxyMetrics()
 	upstream := proxy.NewUpstream(f.upstreamReply)
 	defer upstream.CloseIdleConnections()
-	p, err := f.newProxy(e, prefixes, upstream, metrics, log)
+	refusals, err := e.store.NewRefusalLog(0)
+	if err != nil {
+		return err
+	}
+	defer closeRefusals(refusals, f.store.timeout, log)
+	p, err := f.newProxy(e, prefixes, upstream, metrics, refusals, log)
 	if err != nil {
 		return err
 	}
@@ -180,12 +185,13 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (*proxyFlags, erro
 }
 
 // newProxy makes the handler that throttles and forwards.
-func (f *proxyFlags) newProxy(e *env, prefixes []proxy.Route, upstream http.RoundTripper, metrics *proxyMetrics, log *slog.Logger) (*proxy.Proxy, error) {
+func (f *proxyFlags) newProxy(e *env, prefixes []proxy.Route, upstream http.RoundTripper, metrics *proxyMetrics,
+	refusals throttle.RefusalRecorder, log *slog.Logger) (*proxy.Proxy, error) {
 	p, err := proxy.New(proxy.Options{
 		Registry: providers.NewRegistry(e.cfg),
 		Throttle: []throttle.Option{
 			throttle.WithStore(e.store),
-			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
+			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}, throttle.RefusalObserver(refusals)}),
 		},
 		Upstream:      upstream,
 		Routes:        prefixes,

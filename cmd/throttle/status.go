@@ -63,11 +63,20 @@ Values too long or unsafe for a key are shown as "#" and a hash.
 --json it writes one JSON document per line per refresh instead.
 
 --serve ADDR serves, until interrupted, a read-only page of the same state:
-each provider's limits as bars of what is left, the pauses in force and
-when they end, the leases held and the reservations charged ahead,
-refreshed every --interval by the page itself. ":8080" listens on
-loopback only (127.0.0.1:8080); name a host ("0.0.0.0:8080") to listen
-beyond it. /status.json answers the JSON below, every limit included.
+each provider's limits as bars of what is left, the pauses in force with
+when they end and why they were set, the fleet's recent refusals, the
+leases held and the reservations charged ahead, refreshed every --interval
+by the page itself. ":8080" listens on loopback only (127.0.0.1:8080);
+name a host ("0.0.0.0:8080") to listen beyond it. /status.json answers the
+JSON below, every limit included.
+
+Pauses show why they were set when the pause recorded it: a vendor's
+throttle records its status, host and delay ("429 from api.stripe.com,
+Retry-After 30s"), "throttle pause" who paused and its --reason. Refusals
+are those the fleet's processes record (throttle proxy does; a Go program
+adds throttle.RefusalObserver with a redisstore.RefusalLog), per provider
+and limit ("pause" for a pause), counted per minute of Redis's clock for an
+hour. The table lists both after the limits.
 
 JSON (--json), field names stable; it lists every limit, with or without
 state (see "exists"):
@@ -118,7 +127,24 @@ state (see "exists"):
 	      "key": "throttle:{stripe}:global",
 	      "exists": true          false: no state, the limit is idle
 	    }]
-	  }]
+	  }],
+	  "pauses": [{                the pauses in force
+	    "provider": "stripe",
+	    "tenant": "acct_1",       a tenant's own pause; absent for the provider's
+	    "holds": "every request" | "every request, all tenants" |
+	             "requests without a tenant" | "the tenant's requests",
+	    "until": "2026-01-02T15:05:05Z",
+	    "set_at": "2026-01-02T15:04:35Z",  or null: no reason recorded
+	    "reason": "429 from api.stripe.com, Retry-After 30s"   or ""
+	  }],
+	  "refusals": [{              limits that refused in the last hour, the
+	                              most refused in the last 5 minutes first
+	    "provider": "stripe", "limit": "global",
+	    "last_5m": 37, "last_hour": 1204,
+	    "last": "2026-01-02T15:04:01Z",    the latest, or null
+	    "retry_after_ms": 2000             what the latest was told
+	  }],
+	  "refusals_error": "..."     only when the refusals could not be read
 	}
 ` + storeFlagsText,
 }

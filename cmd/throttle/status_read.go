@@ -17,6 +17,10 @@ type view struct {
 	ScanComplete bool           `json:"scan_complete"`
 	Error        string         `json:"error,omitempty"`
 	Providers    []providerView `json:"providers"`
+	Pauses       []pauseView    `json:"pauses"`   // status_notes.go
+	Refusals     []refusalView  `json:"refusals"` // status_notes.go
+	// RefusalsError says why Refusals could not be read.
+	RefusalsError string `json:"refusals_error,omitempty"`
 }
 
 // providerView is one provider's part of a view: its own rows, then its
@@ -174,6 +178,9 @@ func (w *watcher) refresh(ctx context.Context) (*view, error) {
 		}
 	}
 	v.Now = v.Now.UTC()
+	if err := w.annotate(ctx, v, groups); err != nil {
+		return nil, err
+	}
 	for _, p := range w.provs {
 		// groups holds each provider's own group, then its tenants'.
 		n := 1

@@ -296,13 +296,14 @@ func (s *Store) Resume(ctx context.Context, tag, pauseKey string) error {
 
 // ResumeOver is Resume for a pause that PauseOver set: on a Redis
 // Cluster it first deletes the pause's copies in every slot (one
-// pipelined round per master), so that an error leaves the pause in
-// force, where throttle status shows it; calling it again finishes.
+// pipelined round per master), on a Ring its copy on every shard, so that
+// an error leaves the pause in force, where throttle status shows it;
+// calling it again finishes.
 func (s *Store) ResumeOver(ctx context.Context, tag, pauseKey string) error {
 	if tag == "" || pauseKey == "" {
 		return fmt.Errorf("%w resume: empty tag or key", quota.ErrInvalid)
 	}
-	if s.cluster {
+	if s.copies() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

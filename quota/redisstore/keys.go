@@ -15,7 +15,11 @@ import (
 //	<prefix>{<tag>}:!cancelled:<key>   KeyCancelled
 //	<prefix>{<tag>}:!learned:<key>     KeyLearned
 //	<prefix>{<filler>}:!copy:{<tag>}:!pause:<key>
-//	                                   a pause's copy (writeCopy)
+//	                                   a pause's copy (writeCopy; on a Ring,
+//	                                   the filler is the tag: ringCopyKey)
+//	<prefix>{<tag>}:!reason:<key>      why the pause was set (reasonKey)
+//	<prefix>{!refusals}:<provider>:<limit>
+//	                                   recent refusals (refusalKey)
 //
 // tag and key pass through quota.SafeKey, so neither holds a brace and no
 // key starts with "!": a namespace ("!pause:", "!cancelled:") is never
@@ -26,7 +30,9 @@ import (
 // Redis Cluster hashes the first braces' content alone, so the copy lives
 // in the filler's slot, and "!copy:" (no tag's key starts with "!") keeps
 // it apart from the filler's own keys should a tag ever equal a filler.
-// ParseKey does not return copies.
+// ParseKey does not return copies, reasons or the refusals' record: their
+// keys after the tag start with "!" outside the namespaces it knows, or
+// their tag does ("!refusals"), which SafeKey never makes.
 
 // A KeyKind says what a Redis key of the store holds.
 type KeyKind uint8
@@ -194,4 +200,40 @@ func (s *Store) learnedKey(itemKey string) string { return s.companion(itemKey, 
 func (s *Store) companion(itemKey string, kind KeyKind) string {
 	i := len(s.prefix) + strings.Index(itemKey[len(s.prefix):], "}:") + len("}:")
 	return itemKey[:i] + spaces[kind] + itemKey[i:]
+}
+
+// reasonSpace follows the tag of a reason key.
+const reasonSpace = "!reason:"
+
+// reasonKey returns the Redis key of the reason of the pause key within
+// tag.
+func (s *Store) reasonKey(tag, key string) string {
+	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
+	var b strings.Builder
+	b.Grow(keyLen(s.prefix, KeyItem, tag, key) + len(reasonSpace))
+	writeKey(&b, s.prefix, KeyItem, tag, reasonSpace+key)
+	return b.String()
+}
+
+// refusalsTag is the hash tag of the record.
+const refusalsTag = "!refusals"
+
+// refusalKey returns the Redis key of k's record: provider and limit
+// each made a quota.SafePart, which holds no ":", joined by one.
+func (s *Store) refusalKey(k RefusalKey) string {
+	key := quota.SafePart(k.Provider) + ":" + quota.SafePart(k.Limit)
+	var b strings.Builder
+	b.Grow(keyLen(s.prefix, KeyItem, refusalsTag, key))
+	writeKey(&b, s.prefix, KeyItem, refusalsTag, key)
+	return b.String()
+}
+
+// ringCopyKey returns the Redis key of the copy of the pause key within
+// tag that a tenant's decision reads on its own shard of a Ring.
+func (s *Store) ringCopyKey(tag, key string) string {
+	tag, key = quota.SafeKey(tag), quota.SafeKey(key)
+	var b strings.Builder
+	b.Grow(copyLen(s.prefix, tag, tag, key))
+	writeCopy(&b, s.prefix, tag, tag, key)
+	return b.String()
 }

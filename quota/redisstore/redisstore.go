@@ -94,8 +94,9 @@ type Store struct {
 	// oneServer: the client is a *redis.Client, so a script may read keys
 	// of any tag; cluster: it is a *redis.ClusterClient, so a script reads
 	// the keys of one slot, which may hold copies of pauses (see
-	// readsOver).
-	oneServer, cluster bool
+	// readsOver); ring: it is a *redis.Ring, so a script reads the keys of
+	// one shard, which may hold copies of pauses too (ring.go).
+	oneServer, cluster, ring bool
 
 	// policy checks maxmemory-policy before the first decision; see
 	// checkPolicy.
@@ -166,6 +167,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		clock:     opts.Clock,
 		oneServer: isType[*redis.Client](client),
 		cluster:   isType[*redis.ClusterClient](client),
+		ring:      isType[*redis.Ring](client),
 		workers:   workers{jobs: make(chan func())},
 		seed:      maphash.MakeSeed(),
 	}
@@ -359,13 +361,14 @@ func (bi *bookedItem) bookWindow(bounds *windowArgs, rate, remaining int64) erro
 // pauses for d from now on the server's clock; see quota.Store. A d of zero
 // or less changes nothing; a d above 71 years is taken as 71 years.
 func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) error {
-	_, _, err := s.pause(ctx, tag, key, d)
+	_, _, err := s.pause(ctx, tag, key, d, "")
 	return err
 }
 
-// pause is Pause; it returns the paused-until in force and the store's
-// now (µs), or zeros when d changes nothing.
-func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (until, now int64, err error) {
+// pause is Pause with a reason (PauseWithReason); it returns the
+// paused-until in force and the store's now (µs), or zeros when d changes
+// nothing.
+func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration, reason string) (until, now int64, err error) {
 	if tag == "" || key == "" {
 		return 0, 0, fmt.Errorf("%w pause: empty tag or key", quota.ErrInvalid)
 	}
@@ -377,7 +380,8 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (un
 		return 0, 0, nil
 	}
 	pk := s.PauseKey(tag, key)
-	v, err := s.run(ctx, pauseScript, []string{pk}, []any{s.nowArg(), s.slack, us, s.pauseChannel()})
+	keys := []string{pk, s.reasonKey(tag, key)}
+	v, err := s.run(ctx, pauseScript, keys, []any{s.nowArg(), s.slack, us, s.pauseChannel(), quota.CleanReason(reason)})
 	if err != nil {
 		return 0, 0, s.fail(ctx, "pause", err)
 	}
@@ -398,16 +402,24 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (un
 // slot, it then writes the copies in all 16,384 slots: the paused-until
 // in force, with the TTL the pause has, in one pipelined round per
 // master (60 to 220 ms on a loaded three-master test cluster, so the
-// store's timeout must allow it; cmd/throttle's is 2s). The copies hold the
-// pause's paused-until on the clock of its master, which each master
-// compares with its own: clocks apart by x end a copy x early or late.
-// Only the pause is announced (pause.lua), not its copies. An error may
-// leave copies unset, the pause set: calling it again writes them. On one
-// server, or on a Ring (where the requests in other tags do not read it:
-// see quota.Request.Over), it is Pause.
+// store's timeout must allow it; cmd/throttle's is 2s). On a Ring, where
+// such a request reads the copy on its own shard, it writes one copy per
+// shard, and fails, naming it, when a shard the Ring reports down missed
+// its copy (ring.go). The copies hold the pause's paused-until on the
+// clock of its master, which each master compares with its own: clocks
+// apart by x end a copy x early or late. Only the pause is announced
+// (pause.lua), not its copies. An error may leave copies unset, the pause
+// set: calling it again writes them. On one server, where the requests in
+// other tags read the pause itself, it is Pause.
 func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration) error {
-	until, now, err := s.pause(ctx, tag, key, d)
-	if err != nil || !s.cluster || until == 0 {
+	return s.PauseOverWithReason(ctx, tag, key, d, "")
+}
+
+// PauseOverWithReason is PauseOver with a reason, as PauseWithReason
+// records it: beside the pause, not its copies.
+func (s *Store) PauseOverWithReason(ctx context.Context, tag, key string, d time.Duration, reason string) error {
+	until, now, err := s.pause(ctx, tag, key, d, reason)
+	if err != nil || !s.copies() || until == 0 {
 		return err
 	}
 	// prelude.lua's ttl: the pause's key lives until it has drained.
@@ -419,9 +431,12 @@ func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration)
 
 // eachCopy runs one command of do on each of the copies of the pause key
 // in tag (see PauseOver), one per slot since a cluster refuses a command
-// across slots, in one pipelined round per master; op names the call in
-// its error.
+// across slots, in one pipelined round per master (on a Ring, one per
+// shard: eachShard); op names the call in its error.
 func (s *Store) eachCopy(ctx context.Context, op, tag, key string, do func(ctx context.Context, pipe redis.Pipeliner, k string)) error {
+	if s.ring {
+		return s.eachShard(ctx, op, s.ringCopyKey(tag, key), do)
+	}
 	copies := s.copyKeys(tag, key)
 	_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
 		pipe := s.client.Pipeline()
@@ -820,7 +835,8 @@ func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
 
 // keys returns the Redis keys of req: its items, then its pauses, then
 // its Over pause when the store reads it (readsOver), on a Redis Cluster
-// its copy in the slot of req's tag. They share one allocation.
+// its copy in the slot of req's tag, on a Ring its copy on req's shard
+// (which has one name on every shard). They share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
 	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
@@ -837,8 +853,11 @@ func (s *Store) keys(req *quota.Request) []string {
 	if s.readsOver(req) {
 		overTag = quota.SafeKey(req.Over.Tag)
 		parts = append(parts, quota.SafeKey(req.Over.Key))
-		if s.cluster {
+		switch {
+		case s.cluster:
 			filler = fillers().filler(slot(tag))
+		case s.ring:
+			filler = overTag // ringCopyKey: the same name on every shard
 		}
 	}
 	total := 0
@@ -881,16 +900,20 @@ func (s *Store) keys(req *quota.Request) []string {
 }
 
 // readsOver reports whether a decision of req reads its Over pause: it
-// has one, and the client is one server's (a *redis.Client, standalone or
-// behind Sentinel), where a script may read a key of any tag, or a Redis
-// Cluster's, where it reads the pause's copy in the slot of req's tag,
-// which PauseOver writes. A Ring runs a script on the shard of its first
-// key, placed by the Ring's own hashing of the tag, not by slot, so there
-// the pause is left out: the request is held by its own pauses alone
-// (package doc, "Keys").
+// has one. On one server's client (a *redis.Client, standalone or behind
+// Sentinel) a script may read a key of any tag, and reads the pause; on a
+// Redis Cluster's it reads the pause's copy in the slot of req's tag, on a
+// Ring's the copy on the shard of req's tag, which PauseOver writes. Any
+// other client (a user's own UniversalClient) leaves it out: the request
+// is held by its own pauses alone (package doc, "Keys").
 func (s *Store) readsOver(req *quota.Request) bool {
-	return req.Over.Tag != "" && (s.oneServer || s.cluster)
+	return req.Over.Tag != "" && (s.oneServer || s.copies())
 }
+
+// copies reports whether the store's client reads an Over pause through
+// copies that PauseOver writes and ResumeOver deletes: on a Redis Cluster
+// or a Ring.
+func (s *Store) copies() bool { return s.cluster || s.ring }
 
 // decision is a parsed reply of reserve.lua.
 type decision struct {
