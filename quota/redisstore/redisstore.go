@@ -702,11 +702,11 @@ type limitArgs struct {
 func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 	cache := s.limits.Load()
 	if cache != nil {
-		if a := (*cache)[l]; a != nil && a.l == *l {
+		if a := (*cache)[l]; a != nil && a.l.Equal(l) {
 			return a
 		}
 	}
-	a := &limitArgs{l: *l}
+	a := &limitArgs{l: l.Clone()}
 	switch l.Kind {
 	case quota.GCRA:
 		a.boxed = [3]any{l.Interval(), l.Tolerance()}
