@@ -50,7 +50,7 @@ func TestOneCallDecidesInOrder(t *testing.T) {
 	var d [4]decision
 	var errs [4]error
 	for i, x := range vals {
-		d[i], errs[i] = parseReserve(x, 1, 0)
+		d[i], errs[i] = parseReserve(x, 1, 0, 0)
 		if (errs[i] != nil) != (i == 1) {
 			t.Fatalf("decision %d: %v", i, errs[i])
 		}
@@ -124,7 +124,7 @@ func pendingOf(s *Store, req quota.Request) *pending {
 	args = append(args, argc, req.MaxWaitMicros(), len(req.Items), len(keys)-len(req.Items), 0)
 	now := s.clientNow()
 	for i := range req.Items {
-		args, _ = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), "", now)
+		args, _ = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), req.Class, false, "", now)
 	}
 	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: args}
 }
@@ -239,7 +239,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals := v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0)
+		d, err := parseReserve(x, 1, 0, 0)
 		if clash := i == 2 || i == 4; clash {
 			if !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision %d (window after GCRA): %v, want WRONGTYPE, ErrState", i, err)
@@ -268,7 +268,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals = v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0)
+		d, err := parseReserve(x, 1, 0, 0)
 		if i == 1 {
 			if !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision 1 (GCRA after window): %v, want WRONGTYPE", err)

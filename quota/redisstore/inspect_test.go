@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -156,7 +157,7 @@ func TestInspectRollingAhead(t *testing.T) {
 	// The third waits for the first bucket to expire, at 60.6s.
 	got := mustInspect(t, st, req).Items[0]
 	want := ItemState{Status: quota.Status{Remaining: 0, ResetAfter: 2*time.Minute + 1200*time.Millisecond}, Used: 2, Ahead: 1, Exists: true, Key: got.Key}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("state %+v, want %+v", got, want)
 	}
 	clock.Advance(time.Minute + time.Second)

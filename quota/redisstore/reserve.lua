@@ -214,6 +214,10 @@ end
 -- soonest expiry).
 local items = {}
 
+-- classed is set when the request being decided has an item of a limit
+-- with classes or a paced window (an upper-case kind: header, "Classes").
+local classed = false
+
 -- count returns the count of rolling item x's bucket b, reading it once.
 local function count(x, b)
   local c = x.rc[b]
@@ -272,17 +276,39 @@ local function parseWindow(k, a)
     bs = b, at = a + 3, j = j, hz = hz, cnt = c}
 end
 
+-- held reads, for item x of a limit with classes whose class arguments
+-- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
+-- "Classes"), the activity record sk, and sets x.h, what the active
+-- classes above the request's keep from it, and what charging it writes
+-- (x.sk, x.sc, x.sw, x.span). A peek keeps the record read (x.seen).
+local function held(x, sk, a)
+  local c = tonumber(ARGV[a])
+  x.sk, x.sc, x.sw, x.span, x.h = sk, c, ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), 0
+  if c == 0 then return end
+  local f = {}
+  for q = 1, c do f[q] = q - 1 end
+  local v = redis.call('HMGET', sk, unpack(f))
+  for q = 1, c do
+    local at = tonumber(v[q])
+    if at and at > 0 and at + x.span > now then x.h = x.h + tonumber(ARGV[a + 2 + q]) end
+    v[q] = at or 0
+  end
+  if peek then x.seen = v end
+end
+
 -- parseAlone returns the item of key k of a kind that is never coalesced,
 -- whose arguments start at ARGV[a]: a concurrency limit ("c"), with its
 -- live leases counted, or a rolling window ("r"), with its buckets expired
 -- by now walked over (header, "Rolling windows") and the earliest time it
--- admits.
-local function parseAlone(kind, k, a)
+-- admits. sk is the activity record of a limit with classes ("C", "R",
+-- whose class arguments follow), else nil.
+local function parseAlone(kind, k, a, sk)
   if kind == 'c' then
     local x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-      lid = ARGV[a + 3], live = 0, soonest = nil}
+      lid = ARGV[a + 3], live = 0, soonest = nil, h = 0}
+    if sk then held(x, sk, a + 4) end
     x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
-    if x.live >= x.rate then
+    if x.live + 1 + x.h > x.rate then
       local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
         'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
       x.soonest = tonumber(first[2])
@@ -292,7 +318,8 @@ local function parseAlone(kind, k, a)
   local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
     per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
-    rb = nil, rs = 0, rc = {}}
+    rb = nil, rs = 0, rc = {}, h = 0}
+  if sk then held(x, sk, a + 5) end
   local v = redis.call('HMGET', k, 'sum', 'old', 'new', 'width')
   local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
@@ -310,14 +337,76 @@ local function parseAlone(kind, k, a)
     old = b
   end
   x.sum, x.old, x.new, x.rb, x.rs = sum, old, new, old, sum
-  -- The earliest time it admits: when the oldest buckets have expired.
-  local e = now
-  while x.rs + x.cost > x.rate and x.rb <= new do
+  -- The earliest time it admits: when the oldest buckets have expired;
+  -- past its horizon when the classes above hold more than expiries free.
+  local e, need = now, x.cost + x.h
+  while x.rs + need > x.rate and x.rb ~= nil and x.rb <= new do
     e = x.rb + W + P
     rollAt(x, e)
   end
+  if x.rs + need > x.rate then e = now + P + W + 1 end
   x.due = e
   return x
+end
+
+-- parseLanes returns the item of a GCRA limit with classes ("G") whose
+-- item key, the bottom lane's, is k, whose arguments start at ARGV[a] and
+-- whose other lanes' keys follow KEYS[xk] (header, "Classes"): per lane q
+-- (0-based, the top first) its key, interval and tolerance (lk, lT, ldvt),
+-- its stored tat (lst, 0 when missing) and tat (ltat), read through the
+-- view, those not read yet in one MGET.
+local function parseLanes(k, a, xk)
+  local L = tonumber(ARGV[a + 4])
+  local x = {kind = 'G', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+    c = tonumber(ARGV[a + 3]), L = L, lk = {}, lT = {}, ldvt = {}, lst = {}, ltat = {}, lane = -1}
+  local miss
+  for q = 0, L - 1 do
+    local key = k
+    if q < L - 1 then key = KEYS[xk + q + 1] end
+    x.lk[q], x.lT[q], x.ldvt[q] = key, tonumber(ARGV[a + 5 + 2 * q]), tonumber(ARGV[a + 6 + 2 * q])
+    if gval[key] == nil then
+      miss = miss or {}
+      miss[#miss + 1] = key
+    end
+  end
+  if miss then
+    local v = redis.call('MGET', unpack(miss))
+    for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+  end
+  for q = 0, L - 1 do
+    x.lst[q] = gval[x.lk[q]]
+    x.ltat[q] = math.max(x.lst[q], now)
+  end
+  return x
+end
+
+-- laneAt returns the earliest time at or after t at which lane q of item
+-- x, a GCRA limit with classes, admits its cost, or nil when it cannot:
+-- the request's own lane and those below it by their GCRA; a lane above
+-- it only when full now, for a slot within one interval of the whole
+-- limit from now (header, "Classes").
+local function laneAt(x, q, t)
+  local n, T, dvt = x.cost, x.lT[q], x.ldvt[q]
+  if n * T > dvt then return nil end
+  if q >= x.c then return math.max(t, x.ltat[q] + n * T - dvt) end
+  if x.ltat[q] <= now and t <= now + x.T then return t end
+  return nil
+end
+
+-- paced returns the earliest time at or after t at which window k of the
+-- paced window item x admits a request that takes its count to v, or nil
+-- when that window cannot (header, "Pacing").
+local function paced(x, k, t, v)
+  local s, e = x.bs[k], x.bs[k + 1]
+  local D = e - s
+  local F = math.floor(D / 100)
+  local rl = x.rl
+  if v <= rl then
+    local u = math.max(t, s - F + math.ceil(v * (D / rl)))
+    if rl == x.rate or u < e - F then return u end
+  end
+  if v <= x.rate then return math.max(t, e - F, s - F + math.ceil(v * (D / x.rate))) end
+  return nil
 end
 
 -- parseItems fills items with the n items of the request whose keys start
@@ -332,13 +421,20 @@ end
 -- one kind only.
 local function parseItems(kb, a, n, np)
   local learned
+  classed = false
+  local xk = kb + n + np -- the extra keys (learned, lanes, activity records) read so far
   for i = 1, n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
-    local gcra = kind == 'g' or kind == 'l'
-    if (gcra and winc ~= nil and winc[k] ~= nil) or (kind == 'w' and gw[k]) then
+    local gcra = kind == 'g' or kind == 'l' or kind == 'G'
+    if (gcra and winc ~= nil and winc[k] ~= nil) or ((kind == 'w' or kind == 'W') and gw[k]) then
       return nil, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
     end
-    if gcra then
+    if kind == 'G' then
+      classed = true
+      x = parseLanes(k, a, xk)
+      xk = xk + x.L - 1
+      a = a + 5 + 2 * x.L
+    elseif gcra then
       local stored = gval[k]
       if stored == nil then
         stored = tonumber(redis.call('GET', k)) or 0
@@ -350,7 +446,8 @@ local function parseItems(kb, a, n, np)
         -- Run at the rate its learned key records, clamped to [N, hi].
         local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
         learned = learned or {}
-        local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
+        xk = xk + 1
+        local L = tonumber(redis.call('HGET', KEYS[xk], 'limit')) or N
         L = math.min(math.max(L, N), hi)
         if L ~= N then
           x.T = math.floor((P + L - 1) / L)
@@ -366,11 +463,30 @@ local function parseItems(kb, a, n, np)
     elseif kind == 'r' then
       x = parseAlone(kind, k, a)
       a = a + 5
-    else
+    elseif kind == 'w' then
       local err
       x, err = parseWindow(k, a)
       if x == nil then return nil, err end
       a = a + 8
+    elseif kind == 'W' then
+      classed = true
+      local err
+      x, err = parseWindow(k, a)
+      if x == nil then return nil, err end
+      x.kind, x.rl, x.h = 'W', tonumber(ARGV[a + 8]), 0
+      if ARGV[a + 9] == '1' then
+        xk = xk + 1
+        held(x, KEYS[xk], a + 10)
+        a = a + 13 + x.sc
+      else
+        a = a + 10
+      end
+    else -- 'C', 'R'
+      classed = true
+      xk = xk + 1
+      x = parseAlone(string.lower(kind), k, a, KEYS[xk])
+      if kind == 'C' then a = a + 4 else a = a + 5 end
+      a = a + 3 + x.sc
     end
     items[i] = x
   end
@@ -453,6 +569,10 @@ local function slotTime(n, paused)
       local x = items[i]
       if x.kind == 'g' then
         x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+      elseif x.kind == 'G' then
+        for q = 0, x.L - 1 do
+          x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+        end
       end
     end
   end
@@ -476,6 +596,31 @@ local function slotTime(n, paused)
           e = x.bs[k + 1]
           beyond = e >= x.bs[x.hz]
         end
+      elseif kind == 'G' then
+        e = nil
+        for q = 0, x.L - 1 do
+          local f = laneAt(x, q, t)
+          if f ~= nil and (e == nil or f < e) then e = f end
+        end
+        if e == nil then e, beyond = t, true end
+      elseif kind == 'W' then
+        local k = slot(x, t)
+        if k == nil then
+          beyond = true
+        else
+          local v, f = x.cnt[k] + x.cost + x.h, nil
+          if x.rl > 0 then
+            f = paced(x, k, t, v)
+          elseif v <= x.rate then
+            f = t
+          end
+          if f == nil then
+            e = x.bs[k + 1]
+            beyond = e >= x.bs[x.hz]
+          else
+            e = f
+          end
+        end
       end
       if e > t then t, decider, moved = e, i - 1, true end
       if beyond then break end
@@ -485,7 +630,7 @@ local function slotTime(n, paused)
   end
   for i = 1, n do
     local x = items[i]
-    if x.kind == 'c' and x.live + 1 > x.rate then return t, i - 1, ok, x end
+    if x.kind == 'c' and x.live + 1 + x.h > x.rate then return t, i - 1, ok, x end
   end
   return t, decider, ok, nil
 end
@@ -531,6 +676,43 @@ local function chargeAlone(x, allowed, t)
   return rem, reset, mark
 end
 
+-- chargeLanes charges item x, a GCRA limit with classes, at slot t when
+-- allowed, in the call's view: the lowest lane that admits it then (its
+-- own before one above it), which it remembers (x.lane). It returns the
+-- item's remaining (the sum of the lanes') and reset after (the latest
+-- lane's), the tat set and the stored tat it replaced; a peek keeps each
+-- lane's remaining and reset after (x.lrem, x.lreset).
+local function chargeLanes(x, allowed, t)
+  local at, lane, set, mark, prev = now, -1, 0, 0, 0
+  if allowed then
+    at = t
+    for q = x.L - 1, 0, -1 do
+      if laneAt(x, q, t) == t then lane = q break end
+    end
+    local k = x.lk[lane]
+    set = math.max(x.ltat[lane], t) + x.cost * x.lT[lane]
+    if not gw[k] then
+      gw[k] = true
+      gorder[#gorder + 1] = k
+    end
+    gval[k] = set
+    mark, prev = set, x.lst[lane]
+  end
+  x.lane = lane
+  local rem, reset = 0, 0
+  if peek then x.lrem, x.lreset = {}, {} end
+  for q = 0, x.L - 1 do
+    local tat = x.ltat[q]
+    if q == lane then tat = set end
+    local r = math.floor((x.ldvt[q] - (math.max(tat, at) - at)) / x.lT[q])
+    if r < 0 then r = 0 end
+    rem = rem + r
+    if tat - now > reset then reset = tat - now end
+    if peek then x.lrem[q], x.lreset[q] = r, math.max(tat - now, 0) end
+  end
+  return rem, reset, mark, prev
+end
+
 -- peekItem appends to reply, from index r on, the figures a peek adds for
 -- item x, which has rem remaining (see Reply).
 local function peekItem(reply, r, x, rem)
@@ -539,6 +721,17 @@ local function peekItem(reply, r, x, rem)
     used = math.floor(x.dvt / x.T) - rem
     local over = x.tat - now - x.dvt
     if over > 0 then debt = math.ceil(over / x.T) end
+  elseif x.kind == 'G' then
+    local exists = 0
+    for q = 0, x.L - 1 do
+      used = used + math.floor(x.ldvt[q] / x.lT[q])
+      local over = x.ltat[q] - now - x.ldvt[q]
+      if over > 0 then debt = debt + math.ceil(over / x.lT[q]) end
+    end
+    used = used - rem
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, soon
+    reply[r + 5] = math.min(redis.call('EXISTS', unpack(x.lk, 0, x.L - 1)), 1)
+    return
   elseif x.kind == 'c' then
     used = x.live
     if used > 0 then
@@ -581,7 +774,9 @@ local function replyItems(reply, n, allowed, t)
       else
         rem, reset = math.floor((dvt - (x.tat - now)) / T), x.tat - now
       end
-    elseif kind == 'w' then
+    elseif kind == 'G' then
+      rem, reset, mark, prev = chargeLanes(x, allowed, t)
+    elseif kind == 'w' or kind == 'W' then
       local b, k = x.bs, x.j
       if allowed then
         k = slot(x, t)
@@ -613,11 +808,41 @@ local function replyItems(reply, n, allowed, t)
     else
       rem, reset, mark = chargeAlone(x, allowed, t)
     end
+    if kind ~= 'g' and allowed and x.sw then
+      -- The class is active: its reserve is held for ActiveFor from now.
+      redis.call('HSET', x.sk, x.sc, now)
+      redis.call('PEXPIRE', x.sk, ttl(x.span))
+    end
     if rem < 0 then rem = 0 end
     if reset < 0 then reset = 0 end
     local r = 4 * i
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = rem, reset, mark, prev
     if peek then peekItem(reply, 4 + 4 * n + 5 * (i - 1), x, rem) end
+  end
+end
+
+-- classReply appends to reply what the n items of a request with classes
+-- add (header, "Reply"): per GCRA item with classes the lane charged (-1
+-- when denied), and for a peek each lane's remaining and reset after; for
+-- a peek, per held item, how long each class read stays active.
+local function classReply(reply, n)
+  for i = 1, n do
+    local x = items[i]
+    if x.kind == 'G' then
+      reply[#reply + 1] = x.lane
+      if peek then
+        for q = 0, x.L - 1 do
+          reply[#reply + 1] = x.lrem[q]
+          reply[#reply + 1] = x.lreset[q]
+        end
+      end
+    elseif peek and x.sk then
+      for q = 1, x.sc do
+        local left = 0
+        if x.seen[q] > 0 then left = math.max(x.seen[q] + x.span - now, 0) end
+        reply[#reply + 1] = left
+      end
+    end
   end
 end
 
@@ -644,6 +869,7 @@ local function decide(kb, ab)
   if learned then
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
+  if classed then classReply(reply, n) end
   return reply
 end
 
