@@ -27,7 +27,9 @@ reservations made after this one, and is never loosened:
           lengthened, to at least that window's end.
 
 A key that is gone (expired, flushed) reads as 0: the sync then rebuilds
-the state from the vendor's figure.
+the state from the vendor's figure. So does a GCRA key whose tat has
+passed, which its TTL (rounded up to the millisecond, plus a test's
+slack) may keep a moment longer: its reservations occupy nothing.
 
 Op "learn" (package quota's doc, "Learning"): the vendor stated the limit
 L of a learning limit in the response of a reservation whose slot was at.
@@ -124,6 +126,7 @@ for _ = 1, n do
     local T, dvt = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local r, mark = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]) or now -- "now": no slot of its own
     local cur = tonumber(redis.call('GET', KEYS[k])) or 0
+    if cur <= now then cur = 0 end -- idle: as if it had expired already
     local after = math.max(cur - mark, 0)
     local tat = now + dvt - r * T + after
     if tat > cur and tat > now then

@@ -270,8 +270,10 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 }
 
 // Reset deletes the state of the item keys keys within tag (with the
-// record of cancelled reservations kept beside a GCRA item), in one round
-// trip: each limit is back to idle, with its full capacity. Requests in
+// record of cancelled reservations kept beside a GCRA item, the lanes of
+// a GCRA limit with classes and their records, and the activity record
+// of a limit with classes), in one round trip: each limit is back to
+// idle, with its full capacity, and no class holds a reserve. Requests in
 // flight that reserved a slot are forgotten, so a reset can admit more
 // than the limit allows for a moment; it is an operator's lever, not part
 // of a decision.
@@ -282,12 +284,19 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ks := make([]string, 0, 2*len(keys))
+	ks := make([]string, 0, (1+quota.MaxClasses)*2*len(keys))
 	for _, k := range keys {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
-		ks = append(ks, s.redisKey(KeyItem, tag, k), s.redisKey(KeyCancelled, tag, k))
+		item := s.redisKey(KeyItem, tag, k)
+		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item))
+		// Every lane a limit may have: the key says nothing of its
+		// limit, and deleting a key that does not exist costs little.
+		for lane := 0; lane < quota.MaxClasses-1; lane++ {
+			lk := s.laneKey(item, lane)
+			ks = append(ks, lk, s.cancelledKey(lk))
+		}
 	}
 	return s.del(ctx, "reset", ks)
 }
