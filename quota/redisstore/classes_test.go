@@ -362,3 +362,54 @@ func TestClassedOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestPaceTimeExact: a paced window's slot times are the same µs in the
+// Redis store as in the memory store for rates up to 2^51, costs
+// anywhere up to the rate, and windows of an hour, a day (a DST day of 23
+// and 25 hours among them) and a month: both compute the pace time by the
+// same float64 expression (Lua's doubles are Go's float64), and the lead,
+// D/100, exactly.
+func TestPaceTimeExact(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(7))
+	days := []time.Time{
+		time.Date(2026, 3, 8, 0, 0, 0, 0, la),  // 23 hours
+		time.Date(2026, 11, 1, 0, 0, 0, 0, la), // 25 hours
+		time.Date(2026, 6, 17, 0, 0, 0, 0, la),
+	}
+	for i := 0; i < 300; i++ {
+		day := days[rng.Intn(len(days))]
+		l := window("paced", 1+rng.Int63n(1<<uint(1+rng.Intn(51))), []quota.Unit{quota.Hour, quota.Day, quota.Month}[rng.Intn(3)], la)
+		l.Pace = true
+		class := 0
+		if rng.Intn(2) == 0 {
+			l.Reserve, l.PaceReserve = []int64{0}, 1+rng.Int63n(9999)
+			class = rng.Intn(2)
+		}
+		clock := quotatest.NewClock(day.Add(time.Duration(rng.Int63n(int64(23 * time.Hour)))))
+		stores := []quota.Store{newStore(t, client, clock), quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})}
+		req := stack("pace", l)
+		req.Class, req.MaxWait = class, quota.LongestWait
+		for j := 0; j < 2; j++ {
+			req.Cost = 1 + rng.Int63n(l.Rate)
+			var got [2]string
+			for k, st := range stores {
+				res, err := st.Reserve(ctx, &req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[k] = fmt.Sprintf("%+v", res.Result)
+			}
+			if got[0] != got[1] {
+				t.Fatalf("rate %d %v pace reserve %d at %v, class %d cost %d: Redis %s, memory %s",
+					l.Rate, l.Calendar.Unit, l.PaceReserve, clock.Now(), class, req.Cost, got[0], got[1])
+			}
+		}
+	}
+}

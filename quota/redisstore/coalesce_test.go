@@ -111,22 +111,9 @@ func TestConcurrentDecisionsCoalesced(t *testing.T) {
 // pendingOf builds req's part of a reserve.lua call as Reserve does, for a
 // stack of GCRA and window limits.
 func pendingOf(s *Store, req quota.Request) *pending {
-	keys := s.keys(&req)
-	argc := 5
-	for _, it := range req.Items {
-		if it.Limit.Kind == quota.GCRA {
-			argc += 4
-		} else {
-			argc += 8
-		}
-	}
-	args := make([]any, 3, 3+argc)
-	args = append(args, argc, req.MaxWaitMicros(), len(req.Items), len(keys)-len(req.Items), 0)
-	now := s.clientNow()
-	for i := range req.Items {
-		args, _ = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), req.Class, false, "", now)
-	}
-	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: args}
+	keys, x := s.extraKeys(&req, s.keys(&req))
+	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x.keys, nil)
+	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args}
 }
 
 // TestOneCallAgreesWithCallsAlone: a call that decides many requests
@@ -134,18 +121,27 @@ func pendingOf(s *Store, req quota.Request) *pending {
 // call each, in order, at the same now. The requests come in runs of the
 // same stack, cost and wait (which reserve.lua decides without parsing
 // them again) mixed with others on the same keys, with and without a
-// pause in force, on a stopped clock so that both see one now.
+// pause in force, on a stopped clock so that both see one now. Stacks
+// with priority classes (a GCRA limit's lanes, a window's reserves) and a
+// paced window are coalesced too, each request of a random class.
 func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
-	clock := quotatest.NewClock(start)
+	clock := quotatest.NewClock(start.Add(50 * time.Minute)) // a paced hour well on
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(14, 17))
+	lanes := gcra("lanes", 10, time.Second, 0)
+	lanes.Reserve = []int64{2000, 3000}
+	held := window("held", 20, quota.Hour, time.UTC)
+	held.Reserve = []int64{2500, 2500}
+	paced := window("paced", 100, quota.Hour, time.UTC)
+	paced.Pace, paced.PaceReserve, paced.Reserve = true, 3000, []int64{0, 0}
 	limits := []*quota.Limit{
 		gcra("peak", 5, time.Second, 8),
 		gcra("minute", 40, time.Minute, 0),
 		window("daily", 30, quota.Day, time.UTC),
 		window("hourly", 12, quota.Hour, time.UTC),
+		lanes, held, paced,
 	}
 	random := func() quota.Request {
 		var ls []*quota.Limit
@@ -159,6 +155,7 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 		}
 		req := stack("v", ls...)
 		req.Cost = int64(rng.IntN(3))
+		req.Class = rng.IntN(3) // every limit with classes has three
 		if rng.IntN(2) == 0 {
 			req.MaxWait = time.Duration(rng.IntN(20)) * time.Second
 		}
