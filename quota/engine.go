@@ -43,15 +43,23 @@ type cell struct {
 	// response stated it, and when the record expires.
 	learned, learnedAt, learnedUntil int64
 
-	// lanes are the upper lanes of a GCRA limit with classes (package
-	// doc "Priority classes"): lane k for class k; the bottom lane is the
-	// cell's own gcraState, so that a limit that gains classes keeps what
-	// was spent. Each is the state of a key of its own in the Redis store.
+	// cls is the state of a limit with classes, nil for any other: a
+	// pointer, so that a plain key's memory is what it was before classes.
+	cls *classState
+}
+
+// classState is what a key of a limit with classes holds beyond a plain
+// limit's (package doc "Priority classes").
+type classState struct {
+	// lanes are the upper lanes of a GCRA limit: lane k for class k; the
+	// bottom lane is the cell's own gcraState, so that a limit that gains
+	// classes keeps what was spent. Each is the state of a key of its own
+	// in the Redis store.
 	lanes []gcraState
 	// seen is the activity record of a Window, Rolling or Concurrency
-	// limit with classes: when each class above the bottom last had a
-	// request admitted on the key (µs; 0: never). seenUntil is when the
-	// latest of them stops holding its reserve.
+	// limit: when each class above the bottom last had a request admitted
+	// on the key (µs; 0: never). seenUntil is when the latest of them
+	// stops holding its reserve.
 	seen      []int64
 	seenUntil int64
 }
@@ -120,10 +128,21 @@ func (c *cell) expires() int64 {
 	for _, b := range c.roll {
 		e = max(e, b.until)
 	}
-	for _, g := range c.lanes {
-		e = max(e, g.tat)
+	if c.cls != nil {
+		for _, g := range c.cls.lanes {
+			e = max(e, g.tat)
+		}
+		e = max(e, c.cls.seenUntil)
 	}
-	return max(e, c.learnedUntil, c.seenUntil)
+	return max(e, c.learnedUntil)
+}
+
+// classes returns the cell's class state, making it.
+func (c *cell) classes() *classState {
+	if c.cls == nil {
+		c.cls = &classState{}
+	}
+	return c.cls
 }
 
 // lane returns the state of lane k of a GCRA limit with classes whose
@@ -131,12 +150,13 @@ func (c *cell) expires() int64 {
 // lane under a key of its own, expired at its tat, reads it: a lane back
 // to idle is empty, whatever the other lanes of the cell hold.
 func (c *cell) lane(k, bottom int, now int64) *gcraState {
-	if len(c.lanes) < bottom {
-		c.lanes = append(c.lanes, make([]gcraState, bottom-len(c.lanes))...)
+	cls := c.classes()
+	if len(cls.lanes) < bottom {
+		cls.lanes = append(cls.lanes, make([]gcraState, bottom-len(cls.lanes))...)
 	}
 	g := &c.gcraState
 	if k < bottom {
-		g = &c.lanes[k]
+		g = &cls.lanes[k]
 	}
 	if g.tat <= now {
 		g.tat, g.holes = 0, nil
@@ -149,10 +169,13 @@ func (c *cell) lane(k, bottom int, now int64) *gcraState {
 // classes"): the Hold of each class that had a request admitted on the
 // key within the limit's ActiveSpan before now.
 func (c *cell) hold(lim *Limit, class int, now int64) int64 {
+	if c.cls == nil {
+		return 0
+	}
 	var h int64
 	span := lim.ActiveSpan().Microseconds()
-	for k := 0; k < class && k < len(c.seen); k++ {
-		if c.seen[k] > 0 && c.seen[k]+span > now {
+	for k, seen := range c.cls.seen[:min(class, len(c.cls.seen))] {
+		if seen > 0 && seen+span > now {
 			h += lim.Hold(k)
 		}
 	}
@@ -166,11 +189,12 @@ func (c *cell) see(lim *Limit, class int, now int64) {
 	if class >= len(lim.Reserve) {
 		return
 	}
-	if len(c.seen) < len(lim.Reserve) {
-		c.seen = append(c.seen, make([]int64, len(lim.Reserve)-len(c.seen))...)
+	cls := c.classes()
+	if len(cls.seen) < len(lim.Reserve) {
+		cls.seen = append(cls.seen, make([]int64, len(lim.Reserve)-len(cls.seen))...)
 	}
-	c.seen[class] = now
-	c.seenUntil = max(c.seenUntil, now+lim.ActiveSpan().Microseconds())
+	cls.seen[class] = now
+	cls.seenUntil = max(cls.seenUntil, now+lim.ActiveSpan().Microseconds())
 }
 
 // learnedLimit returns lim as a decision at now runs it: a learning limit at
