@@ -174,24 +174,28 @@ func (s *Store) laneItemKey(itemKey string, l *quota.Limit, k int) string {
 	return s.laneKey(itemKey, k)
 }
 
-// bookLane sets what Cancel, Settle and Sync of a GCRA item with classes
-// act on: lane, the lane the decision charged, of lanes, with that lane's
-// interval, tolerance and debt reach; rate is the whole limit's, which
-// bounds a plausible actual cost (quota.Implausible).
-func (bi *bookedItem) bookLane(lanes []quota.Limit, lane, rate int64) error {
+// bookLane sets what Cancel, Settle and Sync of item l, a GCRA item with
+// classes, act on: lane, the lane the decision charged, with that lane's
+// interval, tolerance and debt reach; the whole limit's rate bounds a
+// plausible actual cost (quota.Implausible).
+func (bi *bookedItem) bookLane(s *Store, l *quota.Limit, lane int64) error {
+	lanes := s.limitArgs(l).lanes
 	if lane < 0 || lane >= int64(len(lanes)) {
 		return fmt.Errorf("%w: lane %d of %d lanes", errReply, lane, len(lanes))
 	}
 	ln := &lanes[lane]
-	bi.lanes, bi.lane = lanes, int(lane)
-	bi.T, bi.dvt, bi.rate, bi.reach = ln.Interval(), ln.Tolerance(), rate, ln.DebtReach()
+	bi.limit, bi.lane = l, int8(lane)
+	bi.T, bi.dvt, bi.rate, bi.reach = ln.Interval(), ln.Tolerance(), l.Rate, ln.DebtReach()
 	return nil
 }
+
+// laned reports whether the item is a GCRA item with classes.
+func (bi *bookedItem) laned() bool { return bi.limit != nil && bi.limit.Reserve != nil }
 
 // laneKey returns the Redis key of lane k of the booking's item i, a GCRA
 // item with classes.
 func (b *booking) laneKey(i, k int) string {
-	if k >= len(b.items[i].lanes)-1 {
+	if k >= len(b.items[i].limit.Reserve) {
 		return b.keys[i]
 	}
 	return b.s.laneKey(b.keys[i], k)
@@ -204,27 +208,28 @@ func (b *booking) laneKey(i, k int) string {
 // the lanes over it, which are taken to be full. The lane charged is
 // drained by the reservation's mark; every other lane holds no slot of
 // this reservation, so all it has booked counts as made after it (its
-// mark is "now", after.lua's now).
-func (b *booking) syncLanes(keys []string, args []any, i int, r int64) ([]string, []any) {
+// mark is "now", after.lua's now). It returns the entries' count too.
+func (b *booking) syncLanes(keys []string, args []any, i int, r int64) ([]string, []any, int) {
 	it := &b.items[i]
+	lanes := b.s.limitArgs(it.limit).lanes
 	var whole int64
-	for k := range it.lanes {
-		whole += it.lanes[k].Capacity()
+	for k := range lanes {
+		whole += lanes[k].Capacity()
 	}
 	r = min(r, whole)
 	var above int64
-	for k := range it.lanes {
-		ln := &it.lanes[k]
+	for k := range lanes {
+		ln := &lanes[k]
 		T, dvt, burst := ln.Interval(), ln.Tolerance(), ln.Capacity()
 		var mark any = "now"
-		if k == it.lane {
+		if k == int(it.lane) {
 			mark = it.mark
 		}
 		args = append(args, "sync", "g", T, dvt, min(max(r-above, 0), burst), mark)
 		keys = append(keys, b.laneKey(i, k))
 		above += burst
 	}
-	return keys, args
+	return keys, args, len(lanes)
 }
 
 // classEntries is how many entries a peek of req's items with classes

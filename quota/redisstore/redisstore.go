@@ -322,14 +322,14 @@ func (s *Store) book(req *quota.Request, keys []string, d decision, lease string
 		case quota.GCRA:
 			bi.prev = d.prevs[i]
 			if l.Reserve != nil { // Cancel, Settle and Sync act on the lane charged
-				if err := bi.bookLane(s.limitArgs(l).lanes, d.lanes[g], l.Rate); err != nil {
+				if err := bi.bookLane(s, l, d.lanes[g]); err != nil {
 					return nil, err
 				}
 				g++
 				continue
 			}
 			if l.Learn { // Sync and Settle work at the rate decided on
-				bi.floor, bi.learned = l, s.learnedKey(b.keys[i])
+				bi.limit, bi.learned = l, s.learnedKey(b.keys[i])
 				l = l.Learned(d.limits[i].Rate)
 			}
 			bi.T, bi.dvt, bi.rate, bi.reach = l.Interval(), l.Tolerance(), l.Rate, l.DebtReach()
@@ -461,10 +461,9 @@ type booking struct {
 
 type bookedItem struct {
 	kind quota.Kind
-	// lanes are a GCRA limit with classes' lanes (quota.Limit.Lanes),
-	// and lane the one the reservation charged; nil and 0 otherwise.
-	lanes  []quota.Limit
-	lane   int
+	// lane is, for a GCRA limit with classes, the lane the reservation
+	// charged (its lanes are limit's: laneLimits); it fits beside kind.
+	lane   int8
 	cost   int64 // what the reservation counted for in this limit
 	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged
 	prev   int64 // GCRA: the stored tat the reservation replaced
@@ -474,9 +473,11 @@ type bookedItem struct {
 	reach  int64 // GCRA: how far past now a settled debt may take the tat (µs)
 	atMark int64 // window: its count right after the charge
 	// learned is a learning limit's learned key (package quota's doc,
-	// "Learning"), else "", and floor the limit as configured.
+	// "Learning"), else "". limit is the limit as configured, for a
+	// learning limit (its floor) and a GCRA limit with classes (its
+	// lanes); else nil.
 	learned string
-	floor   *quota.Limit
+	limit   *quota.Limit
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -492,8 +493,8 @@ func (b *booking) cancel(ctx context.Context) error {
 		it := &b.items[i]
 		switch it.kind {
 		case quota.GCRA:
-			if it.lanes != nil { // the lane charged, and its own holes
-				keys[i] = b.laneKey(i, it.lane)
+			if it.laned() { // the lane charged, and its own holes
+				keys[i] = b.laneKey(i, int(it.lane))
 			}
 			keys = append(keys, b.s.cancelledKey(keys[i]))
 			args = append(args, "g", it.mark, it.prev)
@@ -530,13 +531,13 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 		T, dvt := it.T, it.dvt
 		if it.learned != "" && o.Limit > 0 {
 			// The item key too: a figure that falls restates its tat.
-			_, hi := it.floor.LearnBounds()
+			_, hi := it.limit.LearnBounds()
 			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds(),
-				it.floor.Period.Microseconds(), it.floor.Rate, it.floor.Capacity(), hi)
+				it.limit.Period.Microseconds(), it.limit.Rate, it.limit.Capacity(), hi)
 			keys = append(keys, it.learned, b.keys[o.Item])
 			n++
 			// The vendor's remaining counts in its bucket as it states it.
-			l := it.floor.Learned(o.Limit)
+			l := it.limit.Learned(o.Limit)
 			T, dvt = l.Interval(), l.Tolerance()
 		}
 		if o.LimitOnly {
@@ -544,9 +545,10 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 		}
 		r := max(o.Remaining, 0)
 		switch {
-		case it.lanes != nil:
-			keys, args = b.syncLanes(keys, args, o.Item, r)
-			n += len(it.lanes)
+		case it.laned():
+			var lanes int
+			keys, args, lanes = b.syncLanes(keys, args, o.Item, r)
+			n += lanes
 			continue
 		case it.kind == quota.GCRA:
 			args = append(args, "sync", "g", T, dvt, min(r, dvt/T), it.mark)
@@ -578,8 +580,8 @@ func (b *booking) settle(ctx context.Context, actual []int64) error {
 		case quota.GCRA:
 			delta = min(delta, quota.MaxExact/it.T) // keeps stored times exact
 			args = append(args, "settle", "g", it.mark, delta, it.T, it.reach)
-			if it.lanes != nil { // the lane charged, by its own interval and reach
-				keys = append(keys, b.laneKey(i, it.lane))
+			if it.laned() { // the lane charged, by its own interval and reach
+				keys = append(keys, b.laneKey(i, int(it.lane)))
 				continue
 			}
 		case quota.Window:
