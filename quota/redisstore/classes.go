@@ -164,16 +164,6 @@ func (s *Store) extraKeys(req *quota.Request, keys []string) ([]string, extra) {
 	return keys, x
 }
 
-// laneItemKey returns the Redis key of lane k of the GCRA item with
-// classes l whose item key is itemKey: the item key itself for the
-// bottom lane.
-func (s *Store) laneItemKey(itemKey string, l *quota.Limit, k int) string {
-	if k >= len(l.Reserve) {
-		return itemKey
-	}
-	return s.laneKey(itemKey, k)
-}
-
 // bookLane sets what Cancel, Settle and Sync of item l, a GCRA item with
 // classes, act on: lane, the lane the decision charged, with that lane's
 // interval, tolerance and debt reach; the whole limit's rate bounds a

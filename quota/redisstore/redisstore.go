@@ -462,7 +462,7 @@ type booking struct {
 type bookedItem struct {
 	kind quota.Kind
 	// lane is, for a GCRA limit with classes, the lane the reservation
-	// charged (its lanes are limit's: laneLimits); it fits beside kind.
+	// charged, one of limit's lanes; it fits in kind's padding.
 	lane   int8
 	cost   int64 // what the reservation counted for in this limit
 	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged

@@ -579,7 +579,7 @@ end
 
 -- parseItems fills items with the n items of the request whose keys start
 -- after KEYS[kb] and whose items' arguments start at ARGV[a] (np pause
--- keys follow its item keys, then its learned keys), GCRA and window
+-- keys follow its item keys, then its extra keys), GCRA and window
 -- state read through the view. It returns the rates its learning items
 -- run at (header, "Learning"; nil when it has none), or nil and an error
 -- reply. A request that meets a key the call charged as a limit of
@@ -834,7 +834,6 @@ local function peekItem(reply, r, x, rem)
     local over = x.tat - now - x.dvt
     if over > 0 then debt = math.ceil(over / x.T) end
   elseif x.kind == 'G' then
-    local exists = 0
     for q = 0, x.L - 1 do
       used = used + math.floor(x.ldvt[q] / x.lT[q])
       local over = x.ltat[q] - now - x.ldvt[q]
