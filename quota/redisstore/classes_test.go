@@ -252,7 +252,9 @@ func TestClassesAgreeWithMemory(t *testing.T) {
 // writes only keys in the request's hash tag, each with a TTL no longer
 // than its state needs (plus the test's slack): a lane at its tat, an
 // activity record at ActiveFor; the bottom lane is the item key, and the
-// bottom class writes no activity record. Reset deletes them all.
+// bottom class writes no activity record. Inspect reads the lanes and
+// the active classes, and Headroom what each class may take. Reset
+// deletes them all.
 func TestClassedKeys(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -298,6 +300,28 @@ func TestClassedKeys(t *testing.T) {
 	}
 	if got, want := keys[st.seenKey(st.Key("k", "held"))].value, fmt.Sprintf("0=%d,1=%d", start.UnixMicro(), start.UnixMicro()); got != want {
 		t.Errorf("activity record %q, want %q (the bottom class records none)", got, want)
+	}
+	snap := mustInspect(t, st, req)
+	lanesGot, heldGot := snap.Items[0].Lanes, snap.Items[1].Held
+	wantLanes := []quota.Status{{Remaining: 1, ResetAfter: 500 * time.Millisecond}, {Remaining: 0, ResetAfter: time.Second + 2*time.Microsecond}, {Remaining: 0, ResetAfter: time.Second}}
+	if fmt.Sprint(lanesGot) != fmt.Sprint(wantLanes) || snap.Items[0].Remaining != 1 {
+		t.Errorf("lanes %v (remaining %d), want %v (1)", lanesGot, snap.Items[0].Remaining, wantLanes)
+	}
+	if want := []time.Duration{20 * time.Second, 20 * time.Second}; fmt.Sprint(heldGot) != fmt.Sprint(want) {
+		t.Errorf("held %v, want %v", heldGot, want)
+	}
+	// Headroom: class 0 has its own lane's 1; class 2 has none (no lane
+	// above it is full). The window's 12 less the 9 counted, less for
+	// class 2 the 3 and 3 the active classes above it hold.
+	for c, want := range []int64{1, 0, 0} {
+		if got := snap.Headroom(0, lanes, c); got != want {
+			t.Errorf("lanes: class %d's headroom %d, want %d", c, got, want)
+		}
+	}
+	for c, want := range []int64{3, 0, 0} {
+		if got := snap.Headroom(1, held, c); got != want {
+			t.Errorf("held: class %d's headroom %d, want %d", c, got, want)
+		}
 	}
 	if err := st.Reset(context.Background(), "k", "lanes", "held"); err != nil {
 		t.Fatal(err)
