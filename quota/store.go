@@ -107,6 +107,10 @@ type Request struct {
 	Over PauseKey
 	// Cost is how many events the request counts for. Zero means 1.
 	Cost int64
+	// Class is the request's priority class, 0 the top (package doc
+	// "Priority classes"). It must be below Classes() of every item whose
+	// limit has a Reserve; items without one ignore it.
+	Class int
 	// MaxWait is the longest wait the caller accepts. A request that
 	// could only be admitted later is denied and charges nothing. Zero
 	// admits only a request that can go at once. Above LongestWait it
@@ -177,6 +181,14 @@ func (r *Request) Validate() error {
 			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
 				ErrInvalid, it.Limit.Name, c, capacity)
 		}
+		if it.Limit.Reserve != nil {
+			if err := it.Limit.validateClass(r.Class, r.CostOf(i)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.Class < 0 {
+		return fmt.Errorf("%w request: class %d is negative", ErrInvalid, r.Class)
 	}
 	for _, p := range r.Pauses {
 		if p == "" {

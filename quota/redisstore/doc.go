@@ -27,6 +27,8 @@
 //	<prefix>{<tag>}:!learned:<item key>     (a learning GCRA item's stated limit)
 //	<prefix>{<tag>}:!reason:<pause key>     (why the pause was set; reason.go)
 //	<prefix>{!refusals}:<provider>:<limit>  (the fleet's recent refusals; refusals.go)
+//	<prefix>{<tag>}:!lane<k>:<item key>     (lane k of a GCRA item with classes)
+//	<prefix>{<tag>}:!seen:<item key>        (a held item's record of active classes)
 //
 // where tag and keys pass through quota.SafeKey. One function writes this
 // layout (keys.go) and Store.ParseKey reads it back, with the KeyKind of
@@ -68,7 +70,18 @@
 // vendor's figure; its op "learn" writes a learning limit's "!learned:"
 // key, a hash (limit, at) that reserve.lua reads for that item alone
 // (package quota's doc, "Learning"), expiring quota.LearnTTL after, and,
-// when the figure falls, the item key it restates. Every key expires when its state is back to idle; a
+// when the figure falls, the item key it restates. A GCRA limit with
+// priority classes (quota.Limit.Reserve) keeps each class's lane but the
+// bottom one under a "!lane<k>:" key (k the class, 0 the top), a GCRA tat
+// like the item key, which holds the bottom lane (so a limit that gains
+// classes keeps what was spent), with its own "!cancelled:!lane<k>:"
+// record of cancelled slots; a Window, Rolling or Concurrency limit with
+// classes keeps a "!seen:" hash beside its item key, class -> the time
+// (µs) the class last had a request admitted, which decisions of the
+// classes below it read and which expires the limit's ActiveFor after
+// its last write. Store.LaneKey gives a lane's key; Inspect reports the
+// lanes and the active classes (ItemState.Lanes, ItemState.Held,
+// Snapshot.Headroom). Every key expires when its state is back to idle; a
 // pause key quota.PauseDrain after the pause, while it still drains the
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping

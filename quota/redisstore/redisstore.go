@@ -206,15 +206,15 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return nil, err
 	}
 	n := len(req.Items)
-	keys, nl := s.learnedKeys(req, s.keys(req))
+	keys, x := s.extraKeys(req, s.keys(req))
 	var boundsBuf [4]*windowArgs
-	c, bounds := s.reserveArgs(req, len(keys)-n-nl, nl, boundsBuf[:0])
+	c, bounds := s.reserveArgs(req, len(keys)-n-x.keys, x.keys, boundsBuf[:0])
 
 	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
-	d, err := parseReserve(v, n, nl)
+	d, err := parseReserve(v, n, x.learned, x.laned)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -259,18 +259,20 @@ type reserveCall struct {
 }
 
 // reserveArgs returns the call of req, whose keys end with np pause keys
-// and nl learned keys, and bounds with, per window item in stack order,
-// the window starts it sends appended. bounds is the caller's buffer
-// (most stacks have a few windows at most), kept apart from the call,
-// whose args go to the heap, so that it can stay on the caller's stack.
-func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
+// and nx extra keys (extraKeys), and bounds with, per window item in
+// stack order, the window starts it sends appended. bounds is the
+// caller's buffer (most stacks have a few windows at most), kept apart
+// from the call, whose args go to the heap, so that it can stay on the
+// caller's stack.
+func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
 	var c reserveCall
 	argc, windows := 5, 0
 	for i := range req.Items {
-		switch req.Items[i].Limit.Kind {
+		l := req.Items[i].Limit
+		switch l.Kind {
 		case quota.GCRA:
 			argc += 4
-			if req.Items[i].Limit.Learn {
+			if l.Learn {
 				argc += 4
 			}
 		case quota.Concurrency:
@@ -286,6 +288,9 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 			argc += 8
 			windows++
 		}
+		if l.Reserve != nil || l.Pace {
+			argc += classArgc(l, req.Class, false)
+		}
 	}
 	if windows > cap(bounds) {
 		bounds = make([]*windowArgs, 0, windows)
@@ -293,10 +298,10 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 	clientNow := s.clientNow()
 	n := len(req.Items)
 	c.args = make([]any, 3, 3+argc)
-	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nl)
+	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nx)
 	for i := range req.Items {
 		var w *windowArgs
-		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), c.lease, clientNow)
+		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), req.Class, false, c.lease, clientNow)
 		if w != nil {
 			bounds = append(bounds, w)
 		}
@@ -310,7 +315,7 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 func (s *Store) book(req *quota.Request, keys []string, d decision, lease string, bounds []*windowArgs) (*booking, error) {
 	n := len(req.Items)
 	b := &booking{s: s, keys: keys, t: d.t, lease: lease, items: make([]bookedItem, n)}
-	w := 0
+	w, g := 0, 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		bi := &b.items[i]
@@ -318,8 +323,15 @@ func (s *Store) book(req *quota.Request, keys []string, d decision, lease string
 		switch l.Kind {
 		case quota.GCRA:
 			bi.prev = d.prevs[i]
+			if l.Reserve != nil { // Cancel, Settle and Sync act on the lane charged
+				if err := bi.bookLane(s, l, d.lanes[g]); err != nil {
+					return nil, err
+				}
+				g++
+				continue
+			}
 			if l.Learn { // Sync and Settle work at the rate decided on
-				bi.floor, bi.learned = l, s.learnedKey(b.keys[i])
+				bi.limit, bi.learned = l, s.learnedKey(b.keys[i])
 				l = l.Learned(d.limits[i].Rate)
 			}
 			bi.T, bi.dvt, bi.rate, bi.reach = l.Interval(), l.Tolerance(), l.Rate, l.DebtReach()
@@ -463,7 +475,10 @@ type booking struct {
 }
 
 type bookedItem struct {
-	kind   quota.Kind
+	kind quota.Kind
+	// lane is, for a GCRA limit with classes, the lane the reservation
+	// charged, one of limit's lanes; it fits in kind's padding.
+	lane   int8
 	cost   int64 // what the reservation counted for in this limit
 	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged
 	prev   int64 // GCRA: the stored tat the reservation replaced
@@ -473,9 +488,11 @@ type bookedItem struct {
 	reach  int64 // GCRA: how far past now a settled debt may take the tat (µs)
 	atMark int64 // window: its count right after the charge
 	// learned is a learning limit's learned key (package quota's doc,
-	// "Learning"), else "", and floor the limit as configured.
+	// "Learning"), else "". limit is the limit as configured, for a
+	// learning limit (its floor) and a GCRA limit with classes (its
+	// lanes); else nil.
 	learned string
-	floor   *quota.Limit
+	limit   *quota.Limit
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -491,7 +508,10 @@ func (b *booking) cancel(ctx context.Context) error {
 		it := &b.items[i]
 		switch it.kind {
 		case quota.GCRA:
-			keys = append(keys, b.s.cancelledKey(b.keys[i]))
+			if it.laned() { // the lane charged, and its own holes
+				keys[i] = b.laneKey(i, int(it.lane))
+			}
+			keys = append(keys, b.s.cancelledKey(keys[i]))
 			args = append(args, "g", it.mark, it.prev)
 		case quota.Rolling:
 			args = append(args, "r", it.cost, it.mark, it.end)
@@ -526,23 +546,28 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 		T, dvt := it.T, it.dvt
 		if it.learned != "" && o.Limit > 0 {
 			// The item key too: a figure that falls restates its tat.
-			_, hi := it.floor.LearnBounds()
+			_, hi := it.limit.LearnBounds()
 			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds(),
-				it.floor.Period.Microseconds(), it.floor.Rate, it.floor.Capacity(), hi)
+				it.limit.Period.Microseconds(), it.limit.Rate, it.limit.Capacity(), hi)
 			keys = append(keys, it.learned, b.keys[o.Item])
 			n++
 			// The vendor's remaining counts in its bucket as it states it.
-			l := it.floor.Learned(o.Limit)
+			l := it.limit.Learned(o.Limit)
 			T, dvt = l.Interval(), l.Tolerance()
 		}
 		if o.LimitOnly {
 			continue
 		}
 		r := max(o.Remaining, 0)
-		switch it.kind {
-		case quota.GCRA:
+		switch {
+		case it.laned():
+			var lanes int
+			keys, args, lanes = b.syncLanes(keys, args, o.Item, r)
+			n += lanes
+			continue
+		case it.kind == quota.GCRA:
 			args = append(args, "sync", "g", T, dvt, min(r, dvt/T), it.mark)
-		case quota.Window:
+		case it.kind == quota.Window:
 			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
 		default:
 			continue // rolling windows and leases are not synced (quota.Reservation.Sync)
@@ -570,6 +595,10 @@ func (b *booking) settle(ctx context.Context, actual []int64) error {
 		case quota.GCRA:
 			delta = min(delta, quota.MaxExact/it.T) // keeps stored times exact
 			args = append(args, "settle", "g", it.mark, delta, it.T, it.reach)
+			if it.laned() { // the lane charged, by its own interval and reach
+				keys = append(keys, b.laneKey(i, int(it.lane)))
+				continue
+			}
 		case quota.Window:
 			args = append(args, "settle", "w", it.mark, it.end, delta)
 		default:
@@ -645,23 +674,36 @@ func (s *Store) clientNow() time.Time {
 // appendItem appends one item's part of reserve.lua's ARGV (its header,
 // "ARGV"): the kind, the cost and the limit's fixed arguments; lease for a
 // concurrency limit; for a calendar window its starts around clientNow,
-// which it also returns (nil for the other kinds). Reserve and Inspect's
-// peek build their items with it, so the two cannot drift apart.
-func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, lease string, clientNow time.Time) ([]any, *windowArgs) {
+// which it also returns (nil for the other kinds); for a limit with
+// classes or a paced window, the arguments of class (appendClass; peek:
+// Inspect's). Reserve and Inspect's peek build their items with it, so
+// the two cannot drift apart.
+func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, class int, peek bool, lease string, clientNow time.Time) ([]any, *windowArgs) {
 	st := s.limitArgs(l)
+	classed := l.Reserve != nil || l.Pace
 	switch {
 	case l.Learn:
 		return learnArgs(args, st, l, cost), nil
-	case l.Kind == quota.GCRA:
+	case l.Kind == quota.GCRA && !classed:
 		return append(args, "g", cost, st.boxed[0], st.boxed[1]), nil
-	case l.Kind == quota.Rolling:
+	case l.Kind == quota.GCRA:
+		return appendClass(append(args, "G", cost), st, l, class, peek), nil
+	case l.Kind == quota.Rolling && !classed:
 		return append(args, "r", cost, st.boxed[0], st.boxed[1], st.boxed[2]), nil
-	case l.Kind == quota.Concurrency:
+	case l.Kind == quota.Rolling:
+		return appendClass(append(args, "R", cost, st.boxed[0], st.boxed[1], st.boxed[2]), st, l, class, peek), nil
+	case l.Kind == quota.Concurrency && !classed:
 		return append(args, "c", st.boxed[0], st.boxed[1], lease), nil
+	case l.Kind == quota.Concurrency:
+		return appendClass(append(args, "C", st.boxed[0], st.boxed[1], lease), st, l, class, peek), nil
 	}
 	w := s.windowArgs(l.Calendar, clientNow)
-	args = append(args, "w", cost, st.boxed[0])
-	return append(args, w.boxed[:]...), w
+	if !classed {
+		args = append(args, "w", cost, st.boxed[0])
+		return append(args, w.boxed[:]...), w
+	}
+	args = append(args, "W", cost, st.boxed[0])
+	return appendClass(append(args, w.boxed[:]...), st, l, class, peek), w
 }
 
 // nowArg is the now a script takes: "" for the server's TIME, or the test
@@ -706,10 +748,12 @@ func ended(ctx context.Context) error {
 // limitArgs are the arguments of one limit that are the same in every
 // decision, as reserve.lua's ARGV wants them, boxed once: GCRA: T, DVT;
 // window: rate; rolling: rate, P, W; concurrency: rate, TTL (µs). Boxing
-// them per call cost an allocation each.
+// them per call cost an allocation each. A limit with classes or a paced
+// window has its class arguments too (classes.go).
 type limitArgs struct {
 	l     quota.Limit // the limit as they were made: a limit changed since is made again
 	boxed [3]any
+	classArgs
 }
 
 // limitArgs returns the static arguments of l: the cached ones when l is
@@ -717,11 +761,11 @@ type limitArgs struct {
 func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 	cache := s.limits.Load()
 	if cache != nil {
-		if a := (*cache)[l]; a != nil && a.l == *l {
+		if a := (*cache)[l]; a != nil && a.l.Equal(l) {
 			return a
 		}
 	}
-	a := &limitArgs{l: *l}
+	a := &limitArgs{l: l.Clone()}
 	switch l.Kind {
 	case quota.GCRA:
 		a.boxed = [3]any{l.Interval(), l.Tolerance()}
@@ -731,6 +775,9 @@ func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 		a.boxed = [3]any{l.Rate, l.Period.Microseconds()}
 	default:
 		a.boxed = [3]any{l.Rate}
+	}
+	if l.Reserve != nil || l.Pace {
+		a.classArgs = makeClassArgs(l)
 	}
 	// Limits come from configuration, so the map settles after the first
 	// decisions.
@@ -798,20 +845,6 @@ func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
 	_, e2 := cal.Bounds(e1)
 	_, e3 := cal.Bounds(e2)
 	return [5]int64{s0.UnixMicro(), s1.UnixMicro(), e1.UnixMicro(), e2.UnixMicro(), e3.UnixMicro()}
-}
-
-// learnedKeys appends to keys (req's, as keys returns them) the learned
-// key of each of req's learning items, in stack order (reserve.lua's KEYS
-// after the pause keys), and returns them with their count.
-func (s *Store) learnedKeys(req *quota.Request, keys []string) ([]string, int) {
-	nl := 0
-	for i := range req.Items {
-		if req.Items[i].Limit.Learn {
-			keys = append(keys, s.learnedKey(keys[i]))
-			nl++
-		}
-	}
-	return keys, nl
 }
 
 // learnedRates sets the Status.Rate of each learning item of req to the
@@ -927,13 +960,17 @@ type decision struct {
 	marks, prevs []int64
 	// learned is the rate each learning item ran at, in stack order.
 	learned []int64
+	// lanes is, per GCRA item with classes in stack order, the lane the
+	// decision charged (-1 when denied).
+	lanes []int64
 }
 
 var errReply = errors.New("malformed reply")
 
-// parseReserve checks and parses a reply of reserve.lua for n items: every
-// element's type, the count, and the ranges of the values.
-func parseReserve(v any, n, nl int) (decision, error) {
+// parseReserve checks and parses a reply of reserve.lua for n items, nl
+// of them learning and ng GCRA items with classes: every element's type,
+// the count, and the ranges of the values.
+func parseReserve(v any, n, nl, ng int) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
 	var d decision
 	if err, ok := v.(error); ok { // an error reply for this decision alone
@@ -943,8 +980,8 @@ func parseReserve(v any, n, nl int) (decision, error) {
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
-	if len(vals) != 4+perItem*n+nl {
-		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl)
+	if len(vals) != 4+perItem*n+nl+ng {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl+ng)
 	}
 	var ints [4]int64
 	for i := range ints {
@@ -997,6 +1034,17 @@ func parseReserve(v any, n, nl int) (decision, error) {
 				return d, fmt.Errorf("%w: learned rate %v (element %d)", errReply, vals[e], e)
 			}
 			d.learned[j] = x
+		}
+	}
+	if ng > 0 {
+		d.lanes = make([]int64, ng)
+		for j := range d.lanes {
+			e := 4 + perItem*n + nl + j
+			x, ok := vals[e].(int64)
+			if !ok || x < -1 || x >= quota.MaxClasses || (x < 0) == d.allowed {
+				return d, fmt.Errorf("%w: lane %v (element %d) of a decision allowed %v", errReply, vals[e], e, d.allowed)
+			}
+			d.lanes[j] = x
 		}
 	}
 	return d, nil
