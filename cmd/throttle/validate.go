@@ -198,6 +198,7 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 		}
 		_ = tw.Flush()
 		printLearning(w, p)
+		printPriority(w, p)
 		for i := range p.Routes {
 			if r := &p.Routes[i]; r.Sync != nil {
 				fmt.Fprintf(w, "  route %s sync: %s\n", routeString(r), syncString(r.Sync))
