@@ -73,8 +73,9 @@
 // http://ADDR/<name>/<path> for a --route name=URL; only hosts a provider
 // claims are forwarded (403 otherwise). Per-request values come from the
 // headers Throttle-Business, Throttle-Label, Throttle-Cost,
-// Throttle-Limit-Cost and Throttle-Max-Wait (which may only shorten the
-// provider's max_wait), stripped before forwarding. They are the client's
+// Throttle-Limit-Cost, Throttle-Max-Wait (which may only shorten the
+// provider's max_wait) and Throttle-Priority (a priority class of the
+// provider), stripped before forwarding. They are the client's
 // assertions: a cost header may raise a configured cost, not lower it
 // (--allow-lower-costs), and --business binds every request to one
 // business. Retries wait within the request's max wait, and
