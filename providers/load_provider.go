@@ -45,8 +45,9 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 		}
 	}
 	if n := f["priority"]; n != nil {
-		p.Priority, _ = l.priority(n, path+".priority")
-		p.priorityBad = p.Priority == nil
+		var ok bool
+		p.Priority, ok = l.priority(n, path+".priority")
+		p.priorityBad, p.reservesBad = p.Priority == nil, !ok
 	}
 	names := make(map[string]string) // limit name -> path of its definition
 	var limitNodes, routeNodes []*limitNodes

@@ -110,17 +110,28 @@ func unknownClass(p *Provider, name string) error {
 
 var priorityFields = []string{"classes", "default", "reserve", "active_for"}
 
-// priority decodes a provider's priority field n. It returns nil after a
-// problem, and then reports false: the fields that name classes are not
-// checked against a list that is wrong.
+// priority decodes a provider's priority field n. It returns nil when
+// the classes themselves have a problem (the fields that name classes
+// are then not checked against a list that is wrong), and reports false
+// after any problem.
 func (l *loader) priority(n *yaml.Node, path string) (*Priority, bool) {
 	f := l.fields(n, path, priorityFields...)
 	if f == nil {
 		return nil, false
 	}
 	pr := &Priority{ActiveFor: quota.DefaultActiveFor}
-	good := l.classNames(pr, f["classes"], n, path+".classes")
-	if !good {
+	good := true
+	if an := f["active_for"]; an != nil {
+		if d, ok := l.duration(an, path+".active_for", false); !ok {
+			good = false
+		} else if d > maxActiveFor {
+			l.add(an, path+".active_for", "active_for %v is above %v: a reserve held that long after its class's last request is a share taken from the classes below; use a shorter time, or a lower reserve", d, maxActiveFor)
+			good = false
+		} else {
+			pr.ActiveFor = d
+		}
+	}
+	if !l.classNames(pr, f["classes"], n, path+".classes") {
 		return nil, false
 	}
 	pr.Default = len(pr.Classes) - 1
@@ -140,20 +151,7 @@ func (l *loader) priority(n *yaml.Node, path string) (*Priority, bool) {
 			good = false
 		}
 	}
-	if an := f["active_for"]; an != nil {
-		if d, ok := l.duration(an, path+".active_for", false); !ok {
-			good = false
-		} else if d > maxActiveFor {
-			l.add(an, path+".active_for", "active_for %v is above %v: a reserve held that long after its class's last request is a share taken from the classes below; use a shorter time, or a lower reserve", d, maxActiveFor)
-			good = false
-		} else {
-			pr.ActiveFor = d
-		}
-	}
-	if !good {
-		return nil, false
-	}
-	return pr, true
+	return pr, good
 }
 
 // maxActiveFor bounds active_for: a day is far beyond a class's pause
@@ -338,11 +336,8 @@ func (l *loader) limitPriority(p *Provider, prio *yaml.Node, lims []*limitNodes)
 			continue
 		}
 		q := ln.lim.Quota
-		if !l.pace(p, q, ln) {
-			continue
-		}
-		if !l.reserve(p, q, ln) {
-			continue
+		if !l.pace(p, q, ln) || !l.reserve(p, q, ln) || p.reservesBad {
+			continue // a limit whose reserves are wrong is not checked further
 		}
 		where, wp := ln.reserve, join(ln.path, "reserve")
 		if where == nil && q.Reserve != nil {
@@ -369,7 +364,9 @@ func (l *loader) limitPriority(p *Provider, prio *yaml.Node, lims []*limitNodes)
 		}
 	}
 	for i := range p.Routes {
-		l.laneAdmits(p, &p.Routes[i], lims)
+		if !p.reservesBad {
+			l.laneAdmits(p, &p.Routes[i], lims)
+		}
 	}
 }
 

@@ -303,9 +303,11 @@ type Provider struct {
 
 	// tenant is, with Keys PerTenant, the scope every limit has.
 	tenant Scope
-	// priorityBad is set while loading when the priority field has a
-	// problem: what names its classes is then not checked against them.
-	priorityBad bool
+	// priorityBad is set while loading when the priority field's
+	// classes have a problem: what names a class is then not checked.
+	// reservesBad is set after any problem with the priority field: the
+	// limits' reserves are then not checked against the engine's rules.
+	priorityBad, reservesBad bool
 	// limits finds a limit (its own or a route's) by name, for ParseKey.
 	limits map[string]*Limit
 	plan   plan

@@ -31,7 +31,10 @@ printed to stdout: per provider its hosts, behaviour and keys (one hash tag,
 or one per tenant), and per limit the route that adds it, the limit in the
 short form with headroom applied (the numbers the store enforces), its
 scope, what happens without a scope value and the values it is restricted
-to. ${VAR} references are read from the environment.
+to; then the provider's priority classes and each limit's class reserves
+(a GCRA limit's lanes, what a window, rolling or concurrency limit holds
+for each class) and pacing. ${VAR} references are read from the
+environment.
 
 With --against OLD, validate loads both and, instead of the table, lists
 per provider what switching the fleet from OLD to FILE does to the state in
@@ -40,8 +43,12 @@ Redis: a provider removed or renamed; its keys moved to other hash tags
 them; a limit removed, renamed or rescoped (its keys change); a limit
 turned from GCRA into a window or back (its state cannot be read); a
 window's unit, reset time or time zone changed (the current count is
-forgotten); and, without moving anything, limits and providers added. The
-exit code is 4 when anything would move or be forgotten, 0 otherwise.
+forgotten); a GCRA limit's class lanes added, removed or changed in
+number (a new upper lane starts full, a dropped one is forgotten; the
+bottom lane keeps the limit's key); and, without moving anything, limits
+and providers added and changes of priority classes, reserves and pace
+(a class removed refuses the requests that still name it). The exit
+code is 4 when anything would move or be forgotten, 0 otherwise.
 `,
 }
 
