@@ -136,7 +136,7 @@ func TestResolveClass(t *testing.T) {
 		want       int
 		wantName   string
 	}{
-		{"https://api.github.com/user", "", 2, "batch"},                 // the provider's default: the last class
+		{"https://api.github.com/user", "", 2, "batch"},                  // the provider's default: the last class
 		{"https://api.github.com/user", "interactive", 0, "interactive"}, // the request's own
 		{"https://api.github.com/search/code", "", 0, "interactive"},     // the route's default
 		{"https://api.github.com/search/code", "batch", 2, "batch"},      // the request's own beats the route's
