@@ -194,3 +194,33 @@ acme_throttle_wait_seconds_count{class="",provider="stripe"} 1
 		}
 	}
 }
+
+// A request's priority class labels its events and its wait; "" for a
+// provider without classes.
+func TestObserverLabelsByClass(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	o, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "github", Class: "interactive"})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "github", Class: "batch", Limit: "core", Wait: 2 * time.Second})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Refused, Provider: "github", Class: "batch", Limit: "core"})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "stripe"})
+	want := `
+# HELP throttle_events_total What the throttle did with requests, by provider, event, deciding limit and priority class.
+# TYPE throttle_events_total counter
+throttle_events_total{class="",event="decided",limit="",provider="stripe"} 1
+throttle_events_total{class="batch",event="decided",limit="core",provider="github"} 1
+throttle_events_total{class="batch",event="refused",limit="core",provider="github"} 1
+throttle_events_total{class="interactive",event="decided",limit="",provider="github"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_events_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(o, "throttle_wait_seconds"); n != 3 {
+		t.Errorf("wait histogram series = %d, want 3 (github interactive, github batch, stripe)", n)
+	}
+}
