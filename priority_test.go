@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/providers"
@@ -100,21 +101,77 @@ func TestWithPriorityUnknownClass(t *testing.T) {
 	}
 }
 
-// A request names its priority class, the one that keeps its reserve of
-// the provider's limits when they are short; a route may set the class
-// of its requests, and a provider a default for the rest.
+// TestPriorityReserveHeld: a window keeps interactive's reserve from
+// batch while interactive is active, and gives it back active_for after
+// interactive's last request; the refusal names the class.
+func TestPriorityReserveHeld(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, `
+providers:
+  classed:
+    hosts: [api.classed.test]
+    on_limit: fail
+    priority: {classes: [interactive, batch], reserve: {interactive: 50%}, active_for: 1m}
+    limits: [{name: daily, quota: 10, per: day}]
+`)
+	interactive := throttle.WithPriority(context.Background(), "interactive")
+	batch := context.Background() // the default class: batch
+	if _, err := f.do(interactive, "GET", "https://api.classed.test/x"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	var err error
+	for err == nil {
+		if _, err = f.do(batch, "GET", "https://api.classed.test/x"); err == nil {
+			admitted++
+		}
+	}
+	// 10, less interactive's 1, less its reserve of 5 while it is active.
+	var le *throttle.LimitError
+	if admitted != 4 || !errors.As(err, &le) || le.Limit != "daily" {
+		t.Fatalf("batch admitted %d, then %v; want 4, then a refusal by daily", admitted, err)
+	}
+	events := f.obs.snapshot()
+	if last := events[len(events)-1]; last.Kind != throttle.Refused || last.Class != "batch" {
+		t.Errorf("last event %+v, want batch's refusal", last)
+	}
+	for i := 0; i < 5; i++ { // interactive takes its reserve
+		if _, err := f.do(interactive, "GET", "https://api.classed.test/x"); err != nil {
+			t.Fatalf("interactive %d: %v", i, err)
+		}
+	}
+	if _, err := f.do(interactive, "GET", "https://api.classed.test/x"); !errors.Is(err, throttle.ErrLimited) {
+		t.Fatalf("interactive beyond the quota: %v", err)
+	}
+	// The quota is spent: the reserve no longer matters. A fresh day, and
+	// interactive quiet for active_for, gives batch the whole quota.
+	f.clock.Advance(24 * time.Hour)
+	if _, err := f.do(interactive, "GET", "https://api.classed.test/x"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Minute + time.Second)
+	for i := 0; i < 9; i++ {
+		if _, err := f.do(batch, "GET", "https://api.classed.test/x"); err != nil {
+			t.Fatalf("batch %d after interactive went quiet: %v", i, err)
+		}
+	}
+}
+
+// A request names its priority class: while interactive requests are
+// being made, batch leaves them interactive's reserve of the limit.
 func ExampleWithPriority() {
 	srv, host := vendor()
 	defer srv.Close()
 	cfg, err := providers.Load("providers.yaml", []byte(`
 providers:
-  github:
+  vendor:
     hosts: ["`+host+`"]
+    on_limit: fail
     priority:
       classes: [interactive, batch]      # the top first; batch is the default
-      reserve: {interactive: 20%}        # of each limit, kept from batch
+      reserve: {interactive: 50%}        # of each limit, kept from batch
     limits:
-      - {name: core, limit: 15000/h}
+      - {name: monthly, limit: 10/month}
 `))
 	if err != nil {
 		fmt.Println(err)
@@ -127,21 +184,25 @@ providers:
 	}
 	get := func(class string) error {
 		ctx := throttle.WithPriority(context.Background(), class)
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/user", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/items", nil)
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
-		fmt.Println(class, resp.Status)
-		return nil
+		return resp.Body.Close()
 	}
-	_ = get("interactive")
-	_ = get("batch")
+	fmt.Println("interactive:", get("interactive"))
+	n := 0
+	for get("batch") == nil {
+		n++
+	}
+	fmt.Println("batch admitted:", n) // 10, less 1 for interactive and 5 it keeps
+	fmt.Println("interactive:", get("interactive"))
 	err = get("urgent")
 	fmt.Println(errors.Is(err, throttle.ErrUnknownClass), strings.Contains(err.Error(), "declares interactive, batch"))
 	// Output:
-	// interactive 200 OK
-	// batch 200 OK
+	// interactive: <nil>
+	// batch admitted: 4
+	// interactive: <nil>
 	// true true
 }

@@ -88,3 +88,32 @@ func TestPriorityHeaderWithoutClasses(t *testing.T) {
 		t.Errorf("vendor saw %v", r)
 	}
 }
+
+// TestPriorityHeaderKeepsTheReserve: through the header, a batch client
+// leaves an active interactive client its reserve of a daily quota: its
+// request is refused (429) where interactive's still goes.
+func TestPriorityHeaderKeepsTheReserve(t *testing.T) {
+	t.Parallel()
+	s := start(t, "    on_limit: fail\n"+
+		"    priority: {classes: [interactive, batch], reserve: {interactive: 50%}}\n"+
+		"    limits: [{name: daily, limit: 4/day}]\n", nil, Options{})
+	for i, step := range []struct {
+		class  string
+		status int
+	}{
+		{"interactive", 200}, // interactive is active: batch leaves it 2 of the 4
+		{"batch", 200},
+		{"batch", 429},
+		{"interactive", 200},
+		{"interactive", 200},
+		{"interactive", 429}, // the quota is spent
+	} {
+		resp, body := s.do("GET", s.url("/x"), nil, "Throttle-Priority", step.class)
+		if resp.StatusCode != step.status {
+			t.Fatalf("step %d (%s): %d %s, want %d", i, step.class, resp.StatusCode, body, step.status)
+		}
+		if step.status == 429 {
+			own(t, resp, body, 429, codeLimited)
+		}
+	}
+}
