@@ -159,9 +159,11 @@ type trust struct {
 // configured one is raised to it, so that a client can ask to count more
 // than the route says, never less.
 func (v *values) fit(res providers.Resolution, tr trust) error {
-	if classes := res.Provider.Classes(); v.priority != "" && classes != nil && !contains(classes, v.priority) {
-		return fmt.Errorf("%w: %s %s: provider %s has no such priority class (its classes: %s)",
-			errHeader, headerPriority, quote(v.priority), res.Provider.Name, strings.Join(classes, ", "))
+	if pr := res.Provider.Priority; v.priority != "" && pr != nil {
+		if _, ok := pr.Index(v.priority); !ok {
+			return fmt.Errorf("%w: %s %s: provider %s has no such priority class (its classes: %s)",
+				errHeader, headerPriority, quote(v.priority), res.Provider.Name, strings.Join(pr.Classes, ", "))
+		}
 	}
 	if tr.business != "" {
 		if v.business != "" && v.business != tr.business {
@@ -338,13 +340,4 @@ func quote(s string) string {
 		return strconv.Quote(s[:64]) + "..."
 	}
 	return strconv.Quote(s)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
