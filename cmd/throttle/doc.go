@@ -31,7 +31,8 @@
 // problem as "file:line:column: field.path: message" and exits 3, or prints
 // the resolved table: per provider its hosts, behaviour and keys (its
 // Redis hash tag), and per limit its route, the limit in the short form
-// with headroom applied, its scope and what happens without a scope value.
+// with headroom applied, its scope and what happens without a scope value;
+// then its priority classes and each limit's class reserves and pacing.
 // With --against OLD it instead lists, per provider, what switching the
 // fleet from OLD to FILE would move or forget in Redis
 // (providers.Changes), and exits 4 when anything would.
