@@ -245,7 +245,7 @@ func (f *failover) settle(ctx context.Context, p *providers.Provider, probe bool
 // fallback applies p's on_store_error policy to q; cause is why the store
 // did not decide.
 func (f *failover) fallback(ctx context.Context, p *providers.Provider, q *quota.Request, cause error) (*quota.Reservation, error) {
-	f.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Policy: p.OnStoreError, Err: cause})
+	f.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Class: p.ClassName(q.Class), Policy: p.OnStoreError, Err: cause})
 	switch p.OnStoreError {
 	case providers.FailOpen:
 		return nil, errFailOpen

@@ -362,7 +362,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 		}
 		decider := deciderName(q, rsv.Decider)
 		if !rsv.Allowed {
-			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
+			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
 				Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 			if shadow {
 				return rsv, nil
@@ -377,7 +377,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 				Deadline: cut && (rsv.RetryAfter <= limit || leaseDecided(q, rsv.Decider)),
 			}
 		}
-		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
+		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
 			Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 		if rsv.Wait <= 0 || shadow {
 			return rsv, nil
@@ -386,10 +386,10 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 			stop = t.failover.watchPauses(ctx, p)
 		}
 		if err := t.wait(ctx, rsv); err != nil {
-			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
+			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class), Wait: rsv.Wait})
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
-		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
+		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class), Wait: rsv.Wait})
 		if t.failover.pausedFor(q) <= 0 {
 			return rsv, nil
 		}
@@ -398,7 +398,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 		// the new decision would hold a second set.
 		if rsv.HoldsLeases() {
 			if err := rsv.Release(ctx); err != nil {
-				t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+				t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Class: p.ClassName(q.Class), Err: err})
 			}
 		}
 		r := *q
@@ -451,7 +451,7 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 				timer.Stop()
 				w.Done(false)
 				waited := t.clock.Now().Sub(start)
-				t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: lim.Limit.Name, Wait: waited})
+				t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: lim.Limit.Name, Class: p.ClassName(q.Class), Wait: waited})
 				return nil, fmt.Errorf("throttle: %s: waiting %v for a lease of %q: %w", p.Name, waited, lim.Limit.Name, ctx.Err())
 			}
 		}
@@ -466,7 +466,7 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 		rsv = next
 		if rsv.Allowed {
 			w.Done(false)
-			t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: lim.Limit.Name, Wait: t.clock.Now().Sub(start)})
+			t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: lim.Limit.Name, Class: p.ClassName(q.Class), Wait: t.clock.Now().Sub(start)})
 			return rsv, nil
 		}
 		if !leaseDecided(q, rsv.Decider) {
@@ -489,7 +489,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 				return t.failover.retakeLeases(ctx, res.Provider, q)
 			}
 		}
-		h = t.leases.hold(ctx, res.Provider.Name, q, rsv, again)
+		h = t.leases.hold(ctx, res.Provider.Name, res.Class(), q, rsv, again)
 	}
 	resp, err := t.send(req, res, rsv)
 	if h != nil {
@@ -507,7 +507,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	}
 	if s != nil {
 		if m := s(resp); m != nil {
-			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: settleFunc(ctx, t.observe, res.Provider.Name, q, rsv)}
+			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: settleFunc(ctx, t.observe, res.Provider.Name, res.Class(), q, rsv)}
 		}
 	}
 	if h != nil {
@@ -555,7 +555,7 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	if !v.Throttled {
 		return resp, nil
 	}
-	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
+	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Class: res.Class(), Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
 	if res.Pause == "" || res.Request.Tag == "" {
 		return resp, nil
 	}
@@ -570,13 +570,13 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	defer cancel()
 	why := throttledReason(req.URL.Host, resp.StatusCode, v, d)
 	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d, why) {
-		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: d})
 	}
 	// A tenant's requests read their own pause alone (one hash tag per
 	// decision): the provider's pause holds back the rest.
 	if tag, key := p.PauseKey(""); v.Global && (tag != res.Request.Tag || key != res.Pause) {
 		if t.failover.pause(pctx, p, tag, key, d, why) {
-			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: d})
 		}
 	}
 	return resp, nil
@@ -610,7 +610,7 @@ func (t *Transport) syncCounters(ctx context.Context, resp *http.Response, res *
 	}
 	if cs.Hold > 0 && res.Pause != "" && res.Request.Tag != "" {
 		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold, countersReason(responseHost(resp), resp.StatusCode, cs.Hold)) {
-			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: cs.Hold, Status: resp.StatusCode})
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: cs.Hold, Status: resp.StatusCode})
 		}
 	}
 }
@@ -623,7 +623,7 @@ func (t *Transport) observe(ctx context.Context, e Event) {
 
 // input collects what the request's context says about it.
 func input(ctx context.Context) providers.Input {
-	in := providers.Input{Business: businessFrom(ctx), Cost: costFrom(ctx)}
+	in := providers.Input{Business: businessFrom(ctx), Cost: costFrom(ctx), Priority: priorityFrom(ctx)}
 	if d, ok := maxWaitFrom(ctx); ok {
 		in.MaxWait = &d
 	}

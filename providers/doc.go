@@ -37,6 +37,7 @@
 //	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
 //	    sync: {...}                 # see Sync
+//	    priority: {...}             # see Priority classes
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
 //	    plans: {...}                # see Plans
@@ -281,6 +282,40 @@
 // ceiling below the rate, or with a headroom that stretches the limit's
 // period (2/s at 95% is 2 per 1.05s, which a stated limit per second
 // cannot scale) is an error.
+//
+// # Priority classes
+//
+// priority declares who slows first when a limit is short: ordered
+// classes (Priority), each keeping a share of every limit from the
+// classes below it.
+//
+//	priority:
+//	  classes: [interactive, default, batch]     # the top first
+//	  default: batch                             # default: the last class
+//	  reserve: {interactive: 20%, default: 10%}  # of each limit, kept from the classes below
+//	  active_for: 1m                             # default 1m (quota.DefaultActiveFor)
+//	limits:
+//	  - {name: core, limit: 15000/h}                          # the provider's reserves
+//	  - {name: search, limit: 30/min, reserve: {interactive: 50%}}  # its own, over the provider's
+//	  - {name: conc, limit: 100 concurrent, reserve: 0%}      # none in this limit
+//	  - {name: daily, limit: 100000/day, pace: {reserve: 10%}}  # or pace: true
+//	routes:
+//	  - {path: /graphql, priority: interactive}  # the class of its requests that name none
+//
+// They become quota.Limit.Reserve (in basis points, in class order),
+// ActiveFor, Pace and PaceReserve; a limit whose reserves are all zero has
+// none (nil). Resolve sets quota.Request.Class from Input.Priority, else
+// the route's priority, else the provider's default: the last class, so
+// that a request nobody classified never takes headroom kept for a class
+// above it. A class the provider does not declare is an error wrapping
+// ErrUnknownClass; a provider without classes ignores Input.Priority.
+// Load refuses, each at its field: an unknown class (in default, a
+// reserve, a route), reserves that sum to 100% or more or that name the
+// bottom class, pace on anything but a calendar window, a pace reserve
+// without classes, reserves on a learning limit, and a GCRA limit too
+// small to split into its lanes (quota.Limit.Lanes: each class above the
+// bottom needs at least one event per period and a burst of one, and the
+// bottom lane every route's cost).
 //
 // # Variables
 //

@@ -107,6 +107,11 @@ type Input struct {
 	// use (cache it). "" means it does not know: the configuration's
 	// tenants map, then the default plan, apply.
 	PlanOf func(business string) (plan string)
+	// Priority names the request's priority class, one of its
+	// provider's classes; empty means the route's default, else the
+	// provider's. A provider without classes ignores it; one that does
+	// not declare it makes Resolve fail with ErrUnknownClass.
+	Priority string
 }
 
 // A Resolution is what applies to one request.
@@ -135,6 +140,13 @@ type Resolution struct {
 	// business has none and the provider no default plan: its limits as
 	// written apply.
 	Plan *Plan
+}
+
+// Class returns the name of the request's priority class, whose index is
+// Request.Class: "" when the provider declares no classes. (A method, not
+// a field: every request's Resolution is that much smaller.)
+func (r *Resolution) Class() string {
+	return r.Provider.ClassName(r.Request.Class)
 }
 
 // A Registry resolves requests to their provider and limit stack under the
@@ -253,6 +265,13 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 			}
 			break
 		}
+	}
+	if p.Priority != nil {
+		c, ok := p.class(res.Route, in.Priority)
+		if !ok {
+			return res, true, unknownClass(p, in.Priority)
+		}
+		res.Request.Class = c
 	}
 	cost := pl.cost
 	if in.Cost < 0 {

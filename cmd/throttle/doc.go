@@ -34,7 +34,8 @@
 // Redis hash tag), and per limit its route, the limit in the short form
 // with headroom applied, its scope and what happens without a scope value;
 // then its plans, each with its weight and figures, and how many
-// businesses the tenants map puts on each plan. With --against OLD it
+// businesses the tenants map puts on each plan, then its priority classes
+// and each limit's class reserves and pacing. With --against OLD it
 // instead lists, per provider, what switching the
 // fleet from OLD to FILE would move or forget in Redis
 // (providers.Changes), and exits 4 when anything would.
@@ -84,8 +85,9 @@
 // http://ADDR/<name>/<path> for a --route name=URL; only hosts a provider
 // claims are forwarded (403 otherwise). Per-request values come from the
 // headers Throttle-Business, Throttle-Label, Throttle-Cost,
-// Throttle-Limit-Cost and Throttle-Max-Wait (which may only shorten the
-// provider's max_wait), stripped before forwarding. They are the client's
+// Throttle-Limit-Cost, Throttle-Max-Wait (which may only shorten the
+// provider's max_wait) and Throttle-Priority (a priority class of the
+// provider), stripped before forwarding. They are the client's
 // assertions: a cost header may raise a configured cost, not lower it
 // (--allow-lower-costs), and --business binds every request to one
 // business. Retries wait within the request's max wait, and

@@ -54,10 +54,13 @@ every other Throttle-* header) before forwarding; a bad value is a 400:
 	Throttle-Cost: 5                        the request's cost in its stack
 	Throttle-Limit-Cost: tokens=1200        the cost in named limits
 	Throttle-Max-Wait: 2s                   a shorter wait than max_wait (never a longer one)
+	Throttle-Priority: batch                the request's priority class (one of the provider's)
 
 They are the client's assertions: a cost header can raise the configured
 cost but not lower it (unless --allow-lower-costs), a Throttle-Limit-Cost
-name must be a limit of the request's stack, and --business binds every
+name must be a limit of the request's stack, a Throttle-Priority class must
+be one the provider declares (a provider without classes ignores it), and
+--business binds every
 request to one business. Keep the proxy where only trusted clients reach it.
 
 A refusal is 429 with Retry-After (whole seconds), Throttle-Error: limited
