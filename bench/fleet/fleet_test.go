@@ -370,8 +370,11 @@ func TestKindScenarios(t *testing.T) {
 		if f.Kind == "concurrency" && f.Overshoot != 0 {
 			t.Errorf("%s: overshoot %d, want 0", r.Scenario.Name, f.Overshoot)
 		}
-		if f.ScriptsPerDecision < 1 {
-			t.Errorf("%s: %.2f script calls per decision, want at least 1 (every decision is a round trip)", r.Scenario.Name, f.ScriptsPerDecision)
+		// At most one round trip a decision; fewer when the store
+		// coalesced concurrent decisions of one tag into one call (a
+		// GCRA stack, as settled's, under load).
+		if f.ScriptsPerDecision <= 0 || f.ScriptsPerDecision > 1.001 {
+			t.Errorf("%s: %.2f script calls per decision, want above 0 and at most 1 (a decision is one round trip, or shares one)", r.Scenario.Name, f.ScriptsPerDecision)
 		}
 		if f.Kind != "rolling" && f.AfterPerRequest == 0 {
 			t.Errorf("%s: no after-calls counted (release or settle)", r.Scenario.Name)
