@@ -81,6 +81,9 @@ type Figures struct {
 	KindUtilization             float64
 	MaxInFlight                 int64
 	TokensServed, TokensAllowed int64
+	// Flows is the figures of a scenario with flows (classes, pacing,
+	// tenants); nil for the others.
+	Flows *FlowSummary `json:",omitempty"`
 }
 
 // Analyze computes the figures of one run.
@@ -108,6 +111,8 @@ func Analyze(r *RunResult) Figures {
 		switch {
 		case l.Kind == KindWindow:
 			lf = overshootWindow(l, r.Arrivals, r.Phantoms)
+		case l.Kind == KindHour: // windows from the run's start
+			lf = overshootWindow(l, shifted(r.Arrivals, -r.hourShift()), nil)
 		case l.Kind == KindConcurrent:
 			lf = overshootConcurrent(l, r.Arrivals)
 		case r.Scenario.Estimate > 0 && l.Kind == KindGCRA:
@@ -138,6 +143,7 @@ func Analyze(r *RunResult) Figures {
 		f.AccMax = time.Duration(acc[len(acc)-1])
 	}
 	kindFigures(&f, r)
+	f.Flows = flowSummary(r, &f)
 	if r.Decisions > 0 {
 		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(r.Decisions)
 	}
@@ -155,6 +161,15 @@ func Analyze(r *RunResult) Figures {
 		f.RedisCPU = time.Duration(float64(r.RedisCPU) / d)
 	}
 	return f
+}
+
+// shifted returns a copy of arrivals with every time moved by d ns.
+func shifted(arrivals []throttletest.Arrival, d int64) []throttletest.Arrival {
+	out := append([]throttletest.Arrival(nil), arrivals...)
+	for i := range out {
+		out[i].At = out[i].At.Add(time.Duration(d))
+	}
+	return out
 }
 
 // pct is the q-quantile of sorted (nearest rank).
@@ -300,15 +315,18 @@ func ideal(r *RunResult) int64 {
 		phantom  bool
 	}
 	evs := make([]ev, 0, len(r.Intents)+len(r.Phantoms))
+	// A compressed hour's windows start at the run's start: the ledger's
+	// at multiples of their length, so its times are moved back.
+	sh := r.hourShift()
 	for _, in := range r.Intents {
 		c := int64(1)
 		if r.Scenario.Estimate > 0 {
 			c = actualCost(r.Scenario.Estimate, in.At)
 		}
-		evs = append(evs, ev{at: in.At, cost: c, biz: in.Business})
+		evs = append(evs, ev{at: in.At - sh, cost: c, biz: in.Business})
 	}
 	for _, p := range r.Phantoms {
-		evs = append(evs, ev{at: p.At.UnixNano(), cost: 1, biz: p.Scope, phantom: true})
+		evs = append(evs, ev{at: p.At.UnixNano() - sh, cost: 1, biz: p.Scope, phantom: true})
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	st := throttletest.NewLedger(enforcer(r.Scenario.Vendor))
@@ -321,7 +339,7 @@ func ideal(r *RunResult) int64 {
 	}
 	if windows {
 		for _, p := range r.Phantoms {
-			st.Charge(p.At, p.Scope, 1)
+			st.Charge(p.At.Add(-time.Duration(sh)), p.Scope, 1)
 		}
 	}
 	var n int64
@@ -336,7 +354,7 @@ func ideal(r *RunResult) int64 {
 			continue
 		}
 		t := st.Earliest(time.Unix(0, e.at), e.biz, e.cost)
-		if t.UnixNano()-e.at > int64(r.Scenario.MaxWait) || t.UnixNano() >= r.End {
+		if t.UnixNano()-e.at > int64(r.Scenario.MaxWait) || t.UnixNano() >= r.End-sh {
 			continue
 		}
 		if ok, _ := st.Admit(t, e.biz, e.cost); ok {
