@@ -36,8 +36,9 @@ type Flow struct {
 	Weight int `json:"weight,omitempty"`
 	// Rate is the flow's requests per second, fleet-wide, from From to
 	// To (To zero: the run's end).
-	Rate     float64       `json:"rate"`
-	From, To time.Duration `json:"-"`
+	Rate float64       `json:"rate"`
+	From time.Duration `json:"from,omitempty"`
+	To   time.Duration `json:"to,omitempty"`
 }
 
 func (f *Flow) weight() int { return max(f.Weight, 1) }

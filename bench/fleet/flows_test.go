@@ -353,6 +353,15 @@ func TestFlowScenarios(t *testing.T) {
 	for _, r := range runs {
 		f := Analyze(r)
 		name := r.Scenario.Name + " / " + r.Algo
+		// The workers offered exactly the flows' schedule (they read
+		// the scenario from their spec).
+		var planned int64
+		for p := 0; p < 2; p++ {
+			planned += int64(len(flowIntents(&r.Scenario, p, 2, time.Unix(0, r.Start))))
+		}
+		if f.Intents != planned {
+			t.Errorf("%s: %d intents, want the %d of the flows' schedule", name, f.Intents, planned)
+		}
 		if f.Flows == nil || int64(len(r.Records)) != f.Intents || f.Served == 0 {
 			t.Errorf("%s: %d records of %d intents, served %d: want a record per intent and some served", name, len(r.Records), f.Intents, f.Served)
 			continue
