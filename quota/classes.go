@@ -114,8 +114,18 @@ func (l *Limit) laneRate(k int) (rate, burst int64) {
 
 // PaceLead returns the lead of a paced window d µs long, d/100 (whole
 // µs): the paced line starts that much before the window and ends that
-// much before its end, and a PaceReserve is released for the last of it.
+// much before its end.
 func PaceLead(d int64) int64 { return d / 100 }
+
+// PaceRelease returns when the paced window [s, e) of l releases its
+// PaceReserve to the classes below 0: e - max(PaceLead, Share(PaceReserve,
+// e - s)), so that a reserve nobody took is there for the lower classes
+// for a stretch as long as the reserve's share of the window (package doc
+// "Pacing"). Without a PaceReserve it is e - PaceLead.
+func (l *Limit) PaceRelease(s, e int64) int64 {
+	d := e - s
+	return e - max(PaceLead(d), Share(l.PaceReserve, d))
+}
 
 // paceTime returns when a paced window [s, s+d) with lead f admits its
 // x-th event at rate rl: s - f + ceil(x * (d / rl)), in float64 exactly
@@ -123,17 +133,6 @@ func PaceLead(d int64) int64 { return d / 100 }
 // Rl))), so that all of them find the same µs.
 func paceTime(s, d, f, rl, x int64) int64 {
 	return s - f + int64(math.Ceil(float64(x)*(float64(d)/float64(rl))))
-}
-
-// paceRate is the rate a paced window paces a request of class c at
-// before its last PaceLead: the whole Rate for class 0 (and for every
-// class without a PaceReserve), Rate less Share(PaceReserve, Rate) for
-// the classes below.
-func (l *Limit) paceRate(c int) int64 {
-	if c == 0 || l.PaceReserve == 0 {
-		return l.Rate
-	}
-	return l.Rate - Share(l.PaceReserve, l.Rate)
 }
 
 // validateClasses checks Reserve, ActiveFor, Pace and PaceReserve of a

@@ -251,3 +251,24 @@ func TestPaceLead(t *testing.T) {
 		t.Errorf("PaceLead(23h) = %d, want 828s", got)
 	}
 }
+
+// TestPaceRelease: a pace reserve is released for the last max(1%, its
+// share) of the window.
+func TestPaceRelease(t *testing.T) {
+	t.Parallel()
+	s, e := int64(0), (23 * time.Hour).Microseconds()
+	for _, tc := range []struct {
+		bp   int64
+		want time.Duration
+	}{
+		{0, 23 * time.Hour * 99 / 100},
+		{50, 23 * time.Hour * 99 / 100},                     // 0.5%: the last 1%
+		{1000, 23 * time.Hour * 9 / 10},                     // 10%
+		{2000, 23*time.Hour - 4*time.Hour - 36*time.Minute}, // 20%
+	} {
+		l := quota.Limit{PaceReserve: tc.bp}
+		if got := l.PaceRelease(s, e); got != tc.want.Microseconds() {
+			t.Errorf("PaceRelease of a 23h window, reserve %d bp = %v, want %v", tc.bp, time.Duration(got)*time.Microsecond, tc.want)
+		}
+	}
+}

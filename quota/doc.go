@@ -386,23 +386,40 @@
 // D = e - s long (a daylight-saving day is 23 or 25 hours), so that it
 // lasts until the vendor's reset instead of running out early. Its lead
 // is F = PaceLead(D) = D/100 (whole µs). A request that takes the
-// window's count to x = count + n + h is admitted at t only when the line
-// at rate Rl has reached x by t:
+// window's count to x = count + n + h is admitted at t only when a line
+// at rate Rl with lead L has reached x by t:
 //
-//	paceTime(x) = s - F + ceil(x * (D / Rl))
+//	paceTime(x) = s - L + ceil(x * (D / Rl))
 //
 // computed in float64 exactly in this order in every store (Go:
 // float64(x) * (float64(D) / float64(Rl)), then math.Ceil; Lua:
-// math.ceil(x * (D / Rl))), so that the stores find the same µs. Rl is
-// Rate, and x <= Rate. The line starts F before the window, so the first
-// hundredth of the quota is there at its start, and reaches Rate at e - F.
-// With PaceReserve, a class below 0 (on a limit with classes) is paced at
-// Rl = Rate - Share(PaceReserve, Rate), and may not pass Rl, until e - F;
-// in the last F every class follows the line of Rate and may take what is
-// left. So class 0 always has its share of the line that has passed. The
-// earliest time in a window is max(t, paceTime(x)); for a class below 0
-// when that is at or after e - F, max(t, e - F, paceTime(x) at Rate); a
-// window that cannot admit x at all sends the request to the next window,
-// as without Pace. A caller that waits is given the time the line reaches
-// its count; one that fails fast, a RetryAfter to then.
+// math.ceil(x * (D / Rl))), so that the stores find the same µs; x <=
+// Rate always. Without a PaceReserve every request follows one line:
+// Rl = Rate, L = F. It starts F before the window, so the first hundredth
+// of the quota is there at its start, and reaches Rate at e - F.
+//
+// A PaceReserve (on a limit with classes) keeps a share of the window for
+// class 0, in time and in count. Let Fres = Share(PaceReserve, D), the
+// reserve's share of the window's length (exact integers; Lua:
+// math.floor(D / 10000) * bp + math.floor((D % 10000) * bp / 10000)),
+// and the release R = e - max(F, Fres) = PaceRelease(s, e).
+//
+//   - Class 0 follows the line of Rl = Rate with lead L = F + Fres: it is
+//     always Fres of the window (the reserve's share of its quota) ahead of
+//     where it would be without a reserve, from the window's start, so
+//     lower classes that booked ahead along their own line (up to their
+//     max wait) never put it behind them.
+//   - A class below 0 follows, before R, the line of Rl = Rate -
+//     Share(PaceReserve, Rate) with lead F, and may not pass that Rl; from R
+//     on it follows the line of Rate with lead F and may take what is
+//     left. Its earliest time in a window is max(t, paceTime(x)) on the
+//     first line when that is before R, else max(t, R, paceTime(x) on the
+//     second).
+//
+// So a reserve class 0 does not use is released for the last Fres of the
+// window (or the last F, when the reserve is below 1%), long enough for
+// the lower classes' demand of that stretch to use it up. A window that
+// cannot admit x at all sends the request to the next window, as without
+// Pace. A caller that waits is given the time the line reaches its count;
+// one that fails fast, a RetryAfter to then.
 package quota

@@ -444,16 +444,23 @@ func (it *item) earliest(t int64) (int64, bool) {
 // which it admits a request that takes its count to x (package doc
 // "Pacing"), and false when it admits none in this window.
 func (it *item) paced(t, s, e, x int64) (int64, bool) {
+	l := it.lim
 	d := e - s
 	f := PaceLead(d)
-	if rl := it.lim.paceRate(it.class); x <= rl {
-		u := max(t, paceTime(s, d, f, rl, x))
-		if rl == it.lim.Rate || u < e-f {
+	if it.class == 0 || l.PaceReserve == 0 { // one line, led by the reserve too
+		if x > l.Rate {
+			return 0, false
+		}
+		return max(t, paceTime(s, d, f+Share(l.PaceReserve, d), l.Rate, x)), true
+	}
+	r := l.PaceRelease(s, e)
+	if rl := l.Rate - Share(l.PaceReserve, l.Rate); x <= rl {
+		if u := max(t, paceTime(s, d, f, rl, x)); u < r {
 			return u, true
 		}
 	}
-	if x <= it.lim.Rate { // a lower class, in the window's last lead
-		return max(t, e-f, paceTime(s, d, f, it.lim.Rate, x)), true
+	if x <= l.Rate { // a lower class, once the reserve is released
+		return max(t, r, paceTime(s, d, f, l.Rate, x)), true
 	}
 	return 0, false
 }

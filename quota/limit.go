@@ -319,9 +319,11 @@ type Limit struct {
 	// "Pacing"): the quota lasts until the window's end instead of
 	// running out early.
 	Pace bool
-	// PaceReserve (basis points) is kept by a paced window for class 0
-	// until the last PaceLead of the window. Needs Pace, and classes
-	// (a Reserve) to tell class 0 from the others.
+	// PaceReserve (basis points) is kept by a paced window for class 0:
+	// the lower classes are paced at Rate less this share until
+	// PaceRelease, and class 0's line leads by this share of the window
+	// more. Needs Pace, and classes (a Reserve) to tell class 0 from the
+	// others.
 	PaceReserve int64
 }
 

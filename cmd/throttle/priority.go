@@ -36,7 +36,10 @@ func printPriority(w io.Writer, p *providers.Provider) {
 		if q.Pace {
 			pace := "paced over each window"
 			if q.PaceReserve > 0 {
-				pace += fmt.Sprintf(", %d kept for %s until the last 1%% of the window", quota.Share(q.PaceReserve, q.Rate), pr.Classes[0])
+				// Released for the last max(1%, reserve) of the window (package
+				// quota's doc, "Pacing").
+				pace += fmt.Sprintf(", %d kept for %s until the last %g%% of the window",
+					quota.Share(q.PaceReserve, q.Rate), pr.Classes[0], float64(max(q.PaceReserve, quota.BasisPoints/100))/100)
 			}
 			parts = append(parts, pace)
 		}

@@ -309,10 +309,12 @@ func testPacedDay(t *testing.T, newStore NewStore, dayStart time.Time, day time.
 	}
 }
 
-// testPaceReserve: a paced daily window of 10 keeping 20% for class 0:
-// until the last lead F of the window, the classes below follow the line
-// of 8 a day and may not pass 8; class 0 follows the line of 10 a day;
-// from e - F every class may take what is left.
+// testPaceReserve: a paced daily window of 10 keeping 20% for class 0.
+// F is 1% of the day (14m24s) and the reserve's share 20% (4h48m), so the
+// reserve is released at R = e - 4h48m. Until R the classes below follow
+// the line of 8 a day led by F and may not pass 8; class 0 follows the
+// line of 10 a day led by F + 4h48m; from R on the classes below follow
+// the line of 10 a day led by F and may take what is left.
 func testPaceReserve(t *testing.T, newStore NewStore) {
 	dayStart := time.Date(2026, 3, 7, 0, 0, 0, 0, time.UTC)
 	clock := NewClock(dayStart)
@@ -320,9 +322,10 @@ func testPaceReserve(t *testing.T, newStore NewStore) {
 	l := window("daily", 10, quota.Day, 0, time.UTC)
 	l.Pace, l.PaceReserve, l.Reserve = true, 2000, []int64{0}
 	const day = 24 * time.Hour
-	lead := day / 100
+	lead, share := day/100, day/5
 	end := dayStart.Add(day)
-	line := func(from time.Time, rate, x int64) time.Time {
+	release := end.Add(-share)
+	line := func(from time.Time, lead time.Duration, rate, x int64) time.Time {
 		return from.Add(-lead + time.Duration(math.Ceil(float64(x)*(float64(day.Microseconds())/float64(rate))))*time.Microsecond)
 	}
 	step := 0
@@ -340,20 +343,64 @@ func testPaceReserve(t *testing.T, newStore NewStore) {
 		}
 	}
 	clock.Set(dayStart.Add(12 * time.Hour))
-	for range 4 { // the line of 8 is at 4.08 at noon
+	for range 4 { // the line of 8 led by F is at 4.08 at noon
 		reserve(1, true, time.Time{})
 	}
-	reserve(1, false, line(dayStart, 8, 5))
-	reserve(0, true, time.Time{}) // the line of 10 is at 5.1
-	reserve(0, false, line(dayStart, 10, 6))
-	clock.Set(end.Add(-lead - time.Microsecond))
-	reserve(1, true, time.Time{}) // 6
-	reserve(1, true, time.Time{}) // 7
-	reserve(1, false, end.Add(-lead))
-	reserve(0, true, time.Time{}) // 8: the line of 10 passed it long ago
+	reserve(1, false, line(dayStart, lead, 8, 5))
+	reserve(0, true, time.Time{}) // class 0's line is at 7.1: 5
+	reserve(0, true, time.Time{}) // 6
+	reserve(0, true, time.Time{}) // 7
+	reserve(0, false, line(dayStart, lead+share, 10, 8))
+	clock.Set(release.Add(-time.Microsecond))
+	// The line of 8 reaches 8 only at e - F, past the release: from the
+	// release on, the line of 10 (led by F), which is past 8 by then.
+	reserve(1, false, release)
+	clock.Set(release)
+	reserve(1, true, time.Time{}) // the reserve released: 8
+	reserve(1, false, line(dayStart, lead, 10, 9))
+	reserve(0, true, time.Time{}) // 9: class 0's line passed it long ago
 	clock.Set(end.Add(-lead))
-	reserve(1, true, time.Time{}) // the reserve released: 9
-	reserve(1, true, time.Time{}) // 10
-	reserve(1, false, line(end, 8, 1))
-	reserve(0, false, line(end, 10, 1))
+	reserve(1, true, time.Time{}) // 10: the line of 10 reaches it at e - F
+	reserve(1, false, line(end, lead, 8, 1))
+	reserve(0, false, end) // class 0's line is past 1 at the next window's start
+}
+
+// testPaceReserveEarly: in the first minute of an hourly window of 3600
+// paced with 10% kept for class 0, class 1 books ahead along its line (of
+// 3240 an hour, led by F = 36 s) up to its max wait of 30 s, 59 requests;
+// a request of class 0 then is admitted at once, not behind them: its line
+// leads by F and the reserve's share of the hour (6 minutes), so it has
+// the reserve's slack from the window's start.
+func testPaceReserveEarly(t *testing.T, newStore NewStore) {
+	start := time.Date(2026, 3, 7, 10, 0, 0, 0, time.UTC)
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	l := window("hourly", 3600, quota.Hour, 0, time.UTC)
+	l.Pace, l.PaceReserve, l.Reserve = true, 1000, []int64{0}
+	reserve := func(class int) quota.Result {
+		t.Helper()
+		r := quota.Request{Tag: "paced", Items: []quota.Item{{Limit: l, Key: "hourly"}}, Class: class, MaxWait: 30 * time.Second}
+		res, err := st.Reserve(context.Background(), &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Result
+	}
+	booked := 0
+	for {
+		res := reserve(1)
+		if !res.Allowed {
+			break
+		}
+		if res.Wait > 30*time.Second {
+			t.Fatalf("class 1's request %d booked %v ahead, past its max wait", booked+1, res.Wait)
+		}
+		booked++
+	}
+	if booked != 59 {
+		t.Fatalf("class 1 booked %d requests within 30 s of the window's start, want 59", booked)
+	}
+	if res := reserve(0); !res.Allowed || res.Wait != 0 {
+		t.Fatalf("class 0 behind class 1's 59 bookings: %+v, want admitted at once", res)
+	}
 }

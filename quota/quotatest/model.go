@@ -264,27 +264,39 @@ func (m *Model) hold(req *quota.Request, i int, now int64) int64 {
 }
 
 // paceLine is when paced window [s, e) lets its count reach x at the
-// rate rl, computed as every store must: in float64, in this order.
-func paceLine(s, e, rl, x int64) int64 {
+// rate rl on the line led by f beyond PaceLead, computed as every store
+// must: in float64, in this order.
+func paceLine(s, e, f, rl, x int64) int64 {
 	d := e - s
-	return s - quota.PaceLead(d) + int64(math.Ceil(float64(x)*(float64(d)/float64(rl))))
+	return s - quota.PaceLead(d) - f + int64(math.Ceil(float64(x)*(float64(d)/float64(rl))))
+}
+
+// paceRelease is when paced window [s, e) of l releases its pace reserve
+// to the classes below 0: the window's last PaceLead, or the reserve's
+// share of the window when that is longer.
+func paceRelease(l *quota.Limit, s, e int64) int64 {
+	return e - max(quota.PaceLead(e-s), quota.Share(l.PaceReserve, e-s))
 }
 
 // windowAdmits is whether window item i (of window [s, e) holding t, with
 // count) admits req at t with the hold h: its count, the cost and h within
 // the rate, and for a paced window, the line of the request's class at t
-// reached.
+// reached: class 0's line at the rate led by the reserve's share of the
+// window too; a lower class's at the rate less the reserve until the
+// release, at the rate from it.
 func windowAdmits(req *quota.Request, i int, t, s, e, count, h int64) bool {
 	l := req.Items[i].Limit
 	x := count + req.CostOf(i) + h
 	if !l.Pace {
 		return x <= l.Rate
 	}
-	rl := l.Rate
-	if classOf(req, l) > 0 && t < e-quota.PaceLead(e-s) {
+	rl, f := l.Rate, int64(0)
+	if classOf(req, l) == 0 {
+		f = quota.Share(l.PaceReserve, e-s)
+	} else if t < paceRelease(l, s, e) {
 		rl -= quota.Share(l.PaceReserve, l.Rate)
 	}
-	return x <= rl && t >= paceLine(s, e, rl, x)
+	return x <= rl && t >= paceLine(s, e, f, rl, x)
 }
 
 // admits reports whether item i admits its cost at t, with a pause in
@@ -353,8 +365,10 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		for w := 0; w < 3; w++ {
 			if it.Limit.Pace { // where the lines reach this window's count
 				x := m.count[k][s] + req.CostOf(i) + m.hold(&req, i, n)
-				rl := it.Limit.Rate - quota.Share(it.Limit.PaceReserve, it.Limit.Rate)
-				candidates = append(candidates, paceLine(s, e, it.Limit.Rate, x), paceLine(s, e, rl, x), e-quota.PaceLead(e-s))
+				l := it.Limit
+				rl := l.Rate - quota.Share(l.PaceReserve, l.Rate)
+				candidates = append(candidates, paceLine(s, e, quota.Share(l.PaceReserve, e-s), l.Rate, x),
+					paceLine(s, e, 0, l.Rate, x), paceLine(s, e, 0, rl, x), paceRelease(l, s, e))
 			}
 			candidates = append(candidates, e)
 			if w == 2 {
@@ -785,8 +799,9 @@ func (m *Model) Check() error {
 }
 
 // checkPaced checks that a paced window's events, sorted by slot, never
-// run ahead of its loosest line (the whole rate): the x-th event of a
-// window goes no sooner than the line lets the count reach x.
+// run ahead of its loosest line (class 0's: the whole rate, led by the
+// pace reserve's share of the window too): the x-th event of a window goes
+// no sooner than the line lets the count reach x.
 func checkPaced(l *quota.Limit, k string, events []event) error {
 	ev := slices.Clone(events)
 	slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
@@ -800,7 +815,7 @@ func checkPaced(l *quota.Limit, k string, events []event) error {
 		if j+1 < len(ev) && ev[j+1].slot == e.slot {
 			continue // the events of one slot count together
 		}
-		if line := paceLine(s, end, l.Rate, sum); e.slot < line {
+		if line := paceLine(s, end, quota.Share(l.PaceReserve, end-s), l.Rate, sum); e.slot < line {
 			return fmt.Errorf("limit %s key %q: %d admitted by %v, ahead of the paced line, which reaches it at %v",
 				l.Name, k, sum, time.UnixMicro(e.slot), time.UnixMicro(line))
 		}

@@ -411,6 +411,7 @@ func Run(t *testing.T, newStore NewStore) {
 		t.Run("spring-forward day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 3, 8, 0, 0, 0, 0, la), 23*time.Hour) })
 		t.Run("fall-back day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 11, 1, 0, 0, 0, 0, la), 25*time.Hour) })
 		t.Run("pace reserve", func(t *testing.T) { testPaceReserve(t, newStore) })
+		t.Run("pace reserve: class 0 is not behind lower classes' bookings", func(t *testing.T) { testPaceReserveEarly(t, newStore) })
 	})
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })

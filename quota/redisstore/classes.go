@@ -29,8 +29,10 @@ type classArgs struct {
 	holds []any
 	span  any
 	// paceLow is a paced window's pace rate for the classes below the top
-	// (its Rate less its PaceReserve's share).
-	paceLow any
+	// (its Rate less its PaceReserve's share), and paceReserve its
+	// PaceReserve, from which the script finds the lead of class 0 and
+	// the release of each window.
+	paceLow, paceReserve any
 }
 
 // makeClassArgs returns the class arguments of l, a limit with a Reserve
@@ -54,6 +56,7 @@ func makeClassArgs(l *quota.Limit) classArgs {
 		a.span = l.ActiveSpan().Microseconds()
 	}
 	a.paceLow = l.Rate - quota.Share(l.PaceReserve, l.Rate)
+	a.paceReserve = l.PaceReserve
 	return a
 }
 
@@ -73,8 +76,8 @@ func itemClass(l *quota.Limit, class int, peek bool) int {
 
 // classArgc is how many more ARGV entries an item of l, a limit with
 // classes or a paced window, takes than its kind's plain item: for a
-// GCRA limit class and lanes, for a window its pace rate and whether it
-// has classes, and for a limit with classes but GCRA its class part
+// GCRA limit class and lanes, for a window its pace rate, pace reserve
+// and whether it has classes, and for a limit with classes but GCRA its class part
 // (appendClass).
 func classArgc(l *quota.Limit, class int, peek bool) int {
 	if l.Kind == quota.GCRA {
@@ -82,7 +85,7 @@ func classArgc(l *quota.Limit, class int, peek bool) int {
 	}
 	n := 0
 	if l.Kind == quota.Window {
-		n = 2
+		n = 3
 	}
 	if l.Reserve != nil {
 		n += 3 + itemClass(l, class, peek)
@@ -96,8 +99,8 @@ func classArgc(l *quota.Limit, class int, peek bool) int {
 // above the bottom and records none.
 //
 //	GCRA:   T, c, L, then per lane its interval and tolerance
-//	Window: the pace rate of c (0: not paced), 1 if it has classes (else 0
-//	        and nothing more), then the class part
+//	Window: the pace rate of c (0: not paced), the PaceReserve, 1 if it
+//	        has classes (else 0 and nothing more), then the class part
 //	class part: c, 1 if an admission records c's activity (else 0),
 //	        ActiveFor (µs), Hold(0) .. Hold(c-1)
 func appendClass(args []any, st *limitArgs, l *quota.Limit, class int, peek bool) []any {
@@ -107,7 +110,7 @@ func appendClass(args []any, st *limitArgs, l *quota.Limit, class int, peek bool
 		args = append(args, st.boxed[0], c, len(st.lanes))
 		return append(args, st.laneArgs...)
 	case quota.Window:
-		var rl any = 0
+		var rl, pr any = 0, st.paceReserve
 		if l.Pace {
 			rl = st.boxed[0] // the rate: class 0's pace rate
 			if c > 0 && l.PaceReserve > 0 {
@@ -115,9 +118,9 @@ func appendClass(args []any, st *limitArgs, l *quota.Limit, class int, peek bool
 			}
 		}
 		if l.Reserve == nil {
-			return append(args, rl, 0)
+			return append(args, rl, pr, 0)
 		}
-		args = append(args, rl, 1)
+		args = append(args, rl, pr, 1)
 	}
 	w := 0
 	if c < len(l.Reserve) && !peek {
@@ -332,15 +335,20 @@ func (s Snapshot) Headroom(i int, l *quota.Limit, class int) int64 {
 // paceLine returns the largest count x that the paced window l has
 // released to class by now: the largest x whose pace time (package quota's
 // doc, "Pacing"; the same float64 expression as reserve.lua's) is at or
-// before now, at class's pace rate before the window's last lead and at
-// the whole rate in it.
+// before now. Class 0 (and any class of a window without a PaceReserve)
+// follows the line of the rate, led by PaceLead and the reserve's share of
+// the window; a lower class the line of its pace rate, led by PaceLead,
+// before the window's PaceRelease, and the line of the rate from it on.
 func paceLine(l *quota.Limit, class int, now time.Time) int64 {
 	start, end := l.Calendar.Bounds(now)
 	s, e, at := start.UnixMicro(), end.UnixMicro(), now.UnixMicro()
 	d := e - s
 	f := quota.PaceLead(d)
 	rl := l.Rate
-	if class > 0 && at < e-f {
+	switch {
+	case class == 0 || l.PaceReserve == 0:
+		f += quota.Share(l.PaceReserve, d)
+	case at < l.PaceRelease(s, e):
 		rl -= quota.Share(l.PaceReserve, l.Rate)
 	}
 	// paceTime only grows with x: the largest x in [0, rl] at or before

@@ -155,15 +155,20 @@ window stack (activity records are written at once, so the next request
 of the call reads them), but never reuse the request before them.
 
 Pacing. A paced window ("W", pace rate Rl > 0: the rate, or for a class
-below the top the rate less the pace reserve) admits, in window [s, e)
-with D = e - s and F = floor(D / 100), a request that takes the count to
-x = count + cost + h at t >= s - F + ceil(x * (D / Rl)), computed as
-written (a double product of x and the double quotient D / Rl, then
-ceil), which is Go's float64 expression to the µs; a class below the top
-needs x <= Rl before e - F, and from e - F on paces at the whole rate.
-A window that cannot admit x at all sends the request to the next window,
-as an unpaced one does. D is below 2^52 µs, so every term is exact but
-the product, whose rounding the ceiling absorbs.
+below the top the rate less the pace reserve's share of it; P the pace
+reserve in basis points, 0 without) admits, in window [s, e) with
+D = e - s, F = floor(D / 100) and Fres = P's share of D (exact integers:
+floor(D / 10000) * P + floor(D % 10000 * P / 10000)), a request that
+takes the count to x = count + cost + h at t >= s - L + ceil(x * (D /
+Rl)), computed as written (a double product of x and the double quotient
+D / Rl, then ceil), which is Go's float64 expression to the µs. The top
+class (c = 0, and every class of a window without classes) has lead
+L = F + Fres and Rl the rate. A class below the top has lead L = F, needs
+x <= Rl before the release R = e - max(F, Fres), and from R on paces at
+the whole rate: max(t, R, its line at the rate). A window that cannot
+admit x at all sends the request to the next window, as an unpaced one
+does. D is below 2^52 µs, so every term is exact but the product, whose
+rounding the ceiling absorbs.
 
 KEYS  per request: its n item keys, in stack order, then its np pause
       keys, then its nx extra keys, in stack order: a learning item's
@@ -181,8 +186,8 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
         "c", rate, TTL (µs), lease id                 a concurrency limit, or
         "G", cost, T (µs), c, L, then per lane q = 0 .. L-1 its T_q, DVT_q
                                                       a GCRA limit with classes,
-        "W", the "w" entries, Rl (0: not paced), 1 with classes (then the
-             class part) or 0                         a window with classes
+        "W", the "w" entries, Rl (0: not paced), P, 1 with classes
+             (then the class part) or 0               a window with classes
                                                       or paced,
         "R", the "r" entries, the class part          a rolling window or
         "C", the "c" entries, the class part          a concurrency limit
@@ -465,12 +470,18 @@ local function classFns()
     local s, e = x.bs[k], x.bs[k + 1]
     local D = e - s
     local F = math.floor(D / 100)
-    local rl = x.rl
-    if v <= rl then
-      local u = math.max(t, s - F + math.ceil(v * (D / rl)))
-      if rl == x.rate or u < e - F then return u end
+    local P = x.pr
+    local Fres = math.floor(D / 10000) * P + math.floor((D % 10000) * P / 10000)
+    if (x.sc or 0) == 0 or P == 0 then
+      if v > x.rate then return nil end
+      return math.max(t, s - (F + Fres) + math.ceil(v * (D / x.rate)))
     end
-    if v <= x.rate then return math.max(t, e - F, s - F + math.ceil(v * (D / x.rate))) end
+    local R = e - math.max(F, Fres)
+    if v <= x.rl then
+      local u = math.max(t, s - F + math.ceil(v * (D / x.rl)))
+      if u < R then return u end
+    end
+    if v <= x.rate then return math.max(t, R, s - F + math.ceil(v * (D / x.rate))) end
     return nil
   end
 
@@ -562,10 +573,10 @@ local function classFns()
       local err
       x, err = parseWindow(k, a)
       if x == nil then return nil, a, xk, err end
-      x.kind, x.rl, x.h = 'W', tonumber(ARGV[a + 8]), 0
-      if ARGV[a + 9] ~= '1' then return x, a + 10, xk end
-      held(x, KEYS[xk + 1], a + 10)
-      return x, a + 13 + x.sc, xk + 1
+      x.kind, x.rl, x.pr, x.h = 'W', tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), 0
+      if ARGV[a + 10] ~= '1' then return x, a + 11, xk end
+      held(x, KEYS[xk + 1], a + 11)
+      return x, a + 14 + x.sc, xk + 1
     end
     -- 'C', 'R'
     x = parseAlone(string.lower(kind), k, a, KEYS[xk + 1])
