@@ -312,11 +312,11 @@
 // Request.Class; a limit without a Reserve ignores it. Reserve[k] is the
 // share of the limit, in basis points, that class k keeps from the
 // classes below it. The arithmetic is exact integer math in every store:
-// Share(bp, of) = of/10000*bp + of%10000*bp/10000, rounded down.
+// Portion(bp, of) = of/10000*bp + of%10000*bp/10000, rounded down.
 //
 // A GCRA limit with classes is kept as lanes, one per class (Limit.Lanes):
-// lane k < len(Reserve) is a GCRA limit of rate Share(Reserve[k], Rate)
-// and burst Share(Reserve[k], Burst), the bottom lane has the rest of
+// lane k < len(Reserve) is a GCRA limit of rate Portion(Reserve[k], Rate)
+// and burst Portion(Reserve[k], Burst), the bottom lane has the rest of
 // each. Each lane rounds its interval up, so together they never admit
 // more than Burst at once and Rate per Period after it. The bottom lane's
 // state is the limit's own key (so a limit that gains classes keeps what
@@ -364,7 +364,7 @@
 // DefaultActiveFor) before now; the store records, on each admission of
 // a class above the bottom, the class's time in the key's activity
 // record. For a request of class c, the hold h is the sum of Hold(k)
-// (Share(Reserve[k], Rate)) over the active classes k < c, and the limit
+// (Portion(Reserve[k], Rate)) over the active classes k < c, and the limit
 // admits only if:
 //
 //   - Window: count(window of t) + n + h <= Rate, also for a wait into a
@@ -397,7 +397,7 @@
 // Rate, and x <= Rate. The line starts F before the window, so the first
 // hundredth of the quota is there at its start, and reaches Rate at e - F.
 // With PaceReserve, a class below 0 (on a limit with classes) is paced at
-// Rl = Rate - Share(PaceReserve, Rate), and may not pass Rl, until e - F;
+// Rl = Rate - Portion(PaceReserve, Rate), and may not pass Rl, until e - F;
 // in the last F every class follows the line of Rate and may take what is
 // left. So class 0 always has its share of the line that has passed. The
 // earliest time in a window is max(t, paceTime(x)); for a class below 0

@@ -282,7 +282,7 @@ func windowAdmits(req *quota.Request, i int, t, s, e, count, h int64) bool {
 	}
 	rl := l.Rate
 	if classOf(req, l) > 0 && t < e-quota.PaceLead(e-s) {
-		rl -= quota.Share(l.PaceReserve, l.Rate)
+		rl -= quota.Portion(l.PaceReserve, l.Rate)
 	}
 	return x <= rl && t >= paceLine(s, e, rl, x)
 }
@@ -353,7 +353,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		for w := 0; w < 3; w++ {
 			if it.Limit.Pace { // where the lines reach this window's count
 				x := m.count[k][s] + req.CostOf(i) + m.hold(&req, i, n)
-				rl := it.Limit.Rate - quota.Share(it.Limit.PaceReserve, it.Limit.Rate)
+				rl := it.Limit.Rate - quota.Portion(it.Limit.PaceReserve, it.Limit.Rate)
 				candidates = append(candidates, paceLine(s, e, it.Limit.Rate, x), paceLine(s, e, rl, x), e-quota.PaceLead(e-s))
 			}
 			candidates = append(candidates, e)

@@ -1,0 +1,121 @@
+package quota_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetquota/throttle/quota"
+)
+
+func TestLimitValidateFair(t *testing.T) {
+	t.Parallel()
+	fair := func(l quota.Limit) quota.Limit { l.Fair = true; return l }
+	g := quota.Limit{Name: "g", Kind: quota.GCRA, Rate: 100, Period: time.Second}
+	most := int64((1<<53 - 1) / quota.MaxWeight)
+	tests := []struct {
+		lim  quota.Limit
+		want string // "" = valid
+	}{
+		{fair(g), ""},
+		{fair(quota.Limit{Name: "b", Kind: quota.GCRA, Rate: most, Period: time.Duration(most) * time.Microsecond}), ""},
+		{fair(quota.Limit{Name: "b", Kind: quota.GCRA, Rate: most + 1, Period: time.Duration(most+1) * time.Microsecond}), "must be below 2^53"},
+		{fair(quota.Limit{Name: "w", Kind: quota.Window, Rate: 100, Calendar: quota.Calendar{Unit: quota.Day}}), "only a GCRA limit can be shared fairly, not a window limit"},
+		{fair(quota.Limit{Name: "c", Kind: quota.Concurrency, Rate: 3, Period: time.Second}), "not a concurrent limit"},
+		{fair(quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 100, Period: time.Second, Learn: true}), "a learning limit cannot be shared fairly"},
+		{fair(quota.Limit{Name: "r", Kind: quota.GCRA, Rate: 100, Period: time.Second, Reserve: []int64{2000}}), "a fair limit cannot keep class reserves"},
+	}
+	for _, tt := range tests {
+		err := tt.lim.Validate()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: unexpected error %v", tt.lim, err)
+		case tt.want != "" && (err == nil || !errors.Is(err, quota.ErrInvalid) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%+v: got error %v, want one wrapping ErrInvalid containing %q", tt.lim, err, tt.want)
+		}
+	}
+	a, b := fair(g), g
+	if a.Equal(&b) {
+		t.Error("Equal ignores Fair")
+	}
+}
+
+func TestRequestValidateShare(t *testing.T) {
+	t.Parallel()
+	plain := &quota.Limit{Name: "p", Kind: quota.GCRA, Rate: 10, Period: time.Second}
+	fair := &quota.Limit{Name: "f", Kind: quota.GCRA, Rate: 10, Period: time.Second, Fair: true}
+	for _, tt := range []struct {
+		lim   *quota.Limit
+		share quota.Share
+		ok    bool
+	}{
+		{fair, quota.Share{}, true},
+		{fair, quota.Share{Key: "acme", Weight: quota.MaxWeight}, true},
+		{fair, quota.Share{Key: "acme", Weight: quota.MaxWeight + 1}, false},
+		{fair, quota.Share{Key: "acme", Weight: -1}, false},
+		{plain, quota.Share{Key: "acme", Weight: -1}, true}, // ignored without a fair item
+	} {
+		req := quota.Request{Tag: "t", Items: []quota.Item{{Limit: tt.lim, Key: "k"}}, Share: tt.share}
+		if err := req.Validate(); (err == nil) != tt.ok || (err != nil && !errors.Is(err, quota.ErrInvalid)) {
+			t.Errorf("%s with %+v: %v, want ok %v", tt.lim.Name, tt.share, err, tt.ok)
+		}
+	}
+	if w := (quota.Share{}).Weighted(); w != 1 {
+		t.Errorf("a zero weight counts as %d, want 1", w)
+	}
+}
+
+// TestFairPart: parts SafePart keeps stay as they are, "" is "#" (which
+// SafePart never makes), and anything else is SafePart'd, so that two
+// tenants never share a part.
+func TestFairPart(t *testing.T) {
+	t.Parallel()
+	hashed := quota.SafePart("a b")
+	for in, want := range map[string]string{
+		"":              "#",
+		"acme":          "acme",
+		"store-9.x.com": "store-9.x.com",
+		hashed:          hashed,
+		"a b":           hashed,
+		"#":             quota.SafePart("#"),
+		"a:b":           quota.SafePart("a:b"),
+		"{tag}":         quota.SafePart("{tag}"),
+	} {
+		if got := quota.FairPart(in); got != want {
+			t.Errorf("FairPart(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFairLane: a lone tenant's lane is the whole limit; n tenants of
+// equal weight split interval and burst; the interval rounds up; the
+// burst is at least one; the interval is capped at MaxExact / B.
+func TestFairLane(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		T, B, W, w int64
+		Ti, bi     int64
+	}{
+		{10000, 100, 1, 1, 10000, 100},
+		{10000, 100, 7, 7, 10000, 100},
+		{10000, 100, 2, 1, 20000, 50},
+		{10000, 100, 3, 2, 15000, 66},
+		{3333334, 3, 3, 1, 10000002, 1},
+		{7, 10, 3, 2, 11, 6}, // ceil(10.5)
+		{1 << 40, 1 << 20, 1 << 30, 1, quota.MaxExact >> 20, 1},
+	} {
+		Ti, bi := quota.FairLane(tt.T, tt.B, tt.W, tt.w)
+		if Ti != tt.Ti || bi != tt.bi {
+			t.Errorf("FairLane(T %d, B %d, W %d, w %d) = %d, %d; want %d, %d", tt.T, tt.B, tt.W, tt.w, Ti, bi, tt.Ti, tt.bi)
+		}
+	}
+	l := quota.Limit{Period: 300 * time.Millisecond}
+	if got := l.FairSpan(); got != quota.FairActive {
+		t.Errorf("FairSpan of a 300ms period = %v, want FairActive", got)
+	}
+	l.Period = time.Minute
+	if got := l.FairSpan(); got != time.Minute {
+		t.Errorf("FairSpan of a minute = %v, want a minute", got)
+	}
+}
