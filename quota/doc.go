@@ -405,4 +405,104 @@
 // window that cannot admit x at all sends the request to the next window,
 // as without Pace. A caller that waits is given the time the line reaches
 // its count; one that fails fast, a RetryAfter to then.
+//
+// # Fair share
+//
+// A Limit with Fair is a GCRA limit (the vendor's account-wide limit, key
+// K) shared among the tenants of its requests. A request names its tenant
+// and weight with Request.Share: the tenant's part p = FairPart(Key), its
+// weight w = Share.Weighted() (1 to MaxWeight). With T, B and DVT = B*T
+// the limit's interval, burst and tolerance, n the item's cost (a class
+// is ignored) and H = T, the horizon of a fair item: nobody books K more
+// than H ahead, so K stays the exact truth of what goes to the vendor, and
+// the order of the waits lives in a lane per tenant, its virtual time at
+// its fair rate. A request that cannot go near now gets an appointment in
+// its tenant's lane and comes back then.
+//
+// State, per fair item key K, all in the request's tag: K's GCRA state,
+// as any GCRA limit's; each tenant's lane, a GCRA tat (idle once it is at
+// or before now); and the active set, each tenant's weight and when it
+// was last seen (µs), with W the sum of the weights in it. (Redis: the
+// lane is the string <prefix>{<tag>}:!fair:<K>:<p>, the set the ZSET
+// !fairz:<K>, member p, score seen, and the HASH !fairw:<K>, p -> weight
+// and the field "" -> W; p is never "".)
+//
+// The active set, at a decision at now, with S = Limit.FairSpan() (the
+// Period, at least FairActive) in µs; a member is stale when seen + S <=
+// now:
+//
+//  1. If no member is live (every one stale, or none), the set is empty,
+//     W = 0: it is forgotten, as its expiry would.
+//  2. Else the stale members lowest in (seen, p) order (p compared as
+//     bytes, as a ZSET orders equal scores), at most FairExpire (16), leave
+//     it, their weights taken from W.
+//  3. Then tenant p: a member has its weight set to w (W moves by the
+//     difference), a newcomer joins with w (W += w); its seen is now.
+//
+// W is that sum, p included. An admitted or deferred decision writes the
+// result (Redis: both keys then expire S and a slack past the write; rule
+// 1 makes the expiry change no decision). A denied decision, and a read of
+// the state (status), write nothing and see the same W.
+//
+// The lane: (Ti, bi) = FairLane(T, B, W, w): Ti = ceil(T*W/w) (float64,
+// product first; at most MaxExact/B), bi = max(1, B*w/W). With tat_i =
+// max(the lane's tat, now), the request is in-share when Appointment is
+// set or tat_i + n*Ti - bi*Ti <= now + H (its lane admits it near now),
+// else over-share. In the fixpoint K admits at t when
+//
+//	t <= now + H  and  t >= tat_K + n*T - DVT'
+//
+// with DVT' = DVT in-share and DVT - FairHold(B)*T over-share (a tenant
+// over its share leaves max(1, B/10) of the burst to those within
+// theirs); tat_K is K's, drained by a pause as any GCRA limit's. A time
+// past now + H is beyond (the fixpoint stops, as past a window's
+// horizon).
+//
+// Admitted: the fixpoint ends within every horizon at t, no lease cap is
+// full and t - now <= MaxWait. Every item is charged at t as usual, K
+// included; an in-share request without Appointment also charges its lane,
+// tat_i = max(tat_i, t) + n*Ti; the active set is written. A fixpoint
+// that ends within the horizons but past MaxWait is denied as any
+// (RetryAfter t - now).
+//
+// Deferred: the fixpoint stopped (beyond), the stack has a fair item and
+// no lease cap is full. A second fixpoint finds when the stack would
+// admit with every fair item at K's whole tolerance and no horizon of its
+// own (t >= tat_K + n*T - DVT), from t0 = max(now, the pause's end, a),
+// a the latest appointment of the fair items: a_k = max(now, tat_i + n*Ti -
+// bi*Ti) without Appointment, now with it. If it ends within the other
+// limits' horizons at tf, and tf - now <= MaxWait, the result is Deferred
+// (not Allowed) with RetryAfter tf - now: without Appointment each fair
+// item's lane is booked at its appointment, tat_i = max(tat_i, a_k) +
+// n*Ti (a GCRA charge at a_k; when a_k is past tat_i that is a_k + n*Ti);
+// the active sets are written; nothing else is charged. Otherwise it is
+// denied with RetryAfter tf - now (or where the second fixpoint stopped)
+// and writes nothing. The decider of a deferral is the second fixpoint's:
+// the item that last moved t, else the fair item whose appointment set t0
+// (the first of the latest), else the pause. A request that comes back
+// with Appointment is in-share: it finds K near now unless others took
+// it meanwhile, and is then deferred again to when K admits at its whole
+// tolerance, with nothing booked.
+//
+// Status of a fair item is K's, as any GCRA limit's. Cancel of an
+// admitted request gives back K by the GCRA rules, and its lane charge by
+// the same rules on the lane (its own mark); a Deferred result has
+// nothing to cancel: a lost appointment delays only its tenant's later
+// appointments, by its slot. Settle settles K as any GCRA limit, and the
+// lane charge as a GCRA limit of interval Ti and tolerance bi*Ti as
+// decided, whose DebtReach is Period + bi*Ti: so a tenant pays for what
+// its requests actually cost in its own lane. Sync drains K alone: the
+// vendor speaks of the whole limit, and a lane is no vendor's.
+//
+// The bounds: K is a GCRA limit charged only near now, so the vendor never
+// sees more than the limit. A lone tenant's lane is the whole limit (W =
+// w: Ti = T, bi = B) and is charged with K, so it is in-share whenever K
+// admits, and its waiters' appointments follow one another at K's rate:
+// it gets the whole limit. A tenant within its share (lane not behind)
+// is in-share, and over-share requests leave FairHold of K's tolerance
+// to the in-share ones, which together arrive at most at the limit's rate
+// (the lanes' rates add up to it, rounded down); so its request waits at
+// most H and its own lane interval, whatever the others demand: the
+// tests measure it. A request with no fair item reads and writes what it
+// did, and the memory store allocates nothing more for it.
 package quota
