@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
 )
 
 func TestLimitValidateFair(t *testing.T) {
@@ -117,5 +118,15 @@ func TestFairLane(t *testing.T) {
 	l.Period = time.Minute
 	if got := l.FairSpan(); got != time.Minute {
 		t.Errorf("FairSpan of a minute = %v, want a minute", got)
+	}
+}
+
+// TestMemoryDifferentialFair runs the differential test longer than the
+// conformance suite does: the random stacks hold Fair limits a third of
+// the time, and their deferred requests come back with appointments.
+func TestMemoryDifferentialFair(t *testing.T) {
+	t.Parallel()
+	for seed := int64(100); seed < 112; seed++ {
+		quotatest.Differential(t, seed, 2000, newMemory)
 	}
 }

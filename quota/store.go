@@ -241,19 +241,21 @@ type Status struct {
 type Result struct {
 	// Allowed is true when the request was admitted and charged.
 	Allowed bool
+	// Deferred is set when a request with a Fair item was not admitted
+	// near now, but the tenant's lane booked a slot for it (package doc
+	// "Fair share"): the caller comes back after RetryAfter with
+	// Request.Appointment set. A Deferred result is only given when
+	// RetryAfter is within the request's MaxWait; it is not Allowed, and
+	// holds nothing to cancel. (Beside Allowed, so that a Result is no
+	// larger than before.)
+	Deferred bool
 	// Wait is, when Allowed, how long from the decision until the
 	// reserved slot; zero means go at once.
 	Wait time.Duration
 	// RetryAfter is, when not Allowed, how long until the stack would
 	// admit the request if nobody else reserved meanwhile.
 	RetryAfter time.Duration
-	// Deferred is set when a request with a Fair item was not admitted
-	// near now, but the tenant's lane booked a slot for it (package doc
-	// "Fair share"): the caller comes back after RetryAfter with
-	// Request.Appointment set. A Deferred result is only given when
-	// RetryAfter is within the request's MaxWait; it is not Allowed, and
-	// holds nothing to cancel.
-	Deferred bool
+
 	// Decider is the index in Request.Items of the limit that set the
 	// slot time (the one that made the request wait or be denied), or
 	// NoDecider, or PausedDecider.
