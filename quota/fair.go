@@ -87,10 +87,11 @@ func FairLane(T, B, sum, w int64) (Ti, bi int64) {
 	return max(Ti, 1), max(1, B*w/sum)
 }
 
-// FairHold returns what a Fair limit of burst B keeps from a tenant over
-// its share, in events: max(1, B/10). Such a request is admitted only
-// while the limit would still admit FairHold more at its slot, so those
-// within their share find room.
+// FairHold returns the fair hold of a Fair limit of burst B, in events:
+// max(1, B/10). A request over its share leaves it (at most B less its
+// cost, so that it can still go) to the requests within their share: it
+// is admitted only while the limit would still admit that much more
+// (package doc "Fair share").
 func FairHold(B int64) int64 { return max(1, B/10) }
 
 // validateFair checks Fair on a limit whose other fields are valid.

@@ -126,6 +126,16 @@ func (f *fairSet) unlink(m *fairMember) {
 	f.sum -= m.weight
 }
 
+// fairMode says how a Fair item answers a fixpoint (package doc "Fair
+// share").
+type fairMode uint8
+
+const (
+	fairNear  fairMode = iota // the decision: at the request's tolerance, up to its latest slot
+	fairWhole                 // a deferral's time: at an appointment's tolerance, no horizon
+	fairOwn                   // a denial's time: at the request's tolerance, no horizon
+)
+
 // fairItem is what a decision of a Fair item reads beyond a GCRA item's.
 type fairItem struct {
 	setCell   *cell      // the cell of the active set (fairSetKey)
@@ -134,12 +144,13 @@ type fairItem struct {
 	w, W      int64      // the tenant's weight; the active weight sum, w included
 	Ti, bi    int64      // the lane's interval and burst (FairLane)
 	tat, prev int64      // the lane's tat: max(stored, now); as stored
-	dvt       int64      // the tolerance K admits this request at: DVT in-share, less the fair hold over it
-	hz        int64      // now + H: the latest slot of K
+	dvt       int64      // the tolerance K admits this request at (fairLeaves)
+	held      int64      // the tolerance of a request back at its appointment
+	hz        int64      // the latest slot of K: now + H in-share, else now
 	a         int64      // the appointment a deferral books: max(now, the lane's time), now with Appointment
 	span      int64      // FairSpan, µs
 	in, appt  bool       // in-share; Appointment
-	whole     bool       // the second fixpoint: K at its whole tolerance, no horizon
+	mode      fairMode   // which fixpoint runs
 	charged   bool       // the lane was charged (mark: laneSet, lanePrev)
 	laneSet   int64
 }
@@ -162,10 +173,15 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int
 	f.prev = f.lane.tat
 	f.tat = max(f.lane.tat, now)
 	due := f.tat + it.cost*f.Ti - f.bi*f.Ti // when the lane admits the cost
-	f.in = appt || due <= f.hz
-	f.dvt = it.dvt
-	if !f.in {
-		f.dvt -= FairHold(B) * it.T
+	f.in = !appt && due <= f.hz
+	f.held = it.dvt - fairLeaves(B, it.cost, 1)*it.T
+	switch {
+	case f.in:
+		f.dvt = it.dvt
+	case appt: // back at its appointment: at now, leaving the hold
+		f.dvt, f.hz = f.held, now
+	default: // over its share: at now, leaving twice the hold
+		f.dvt, f.hz = it.dvt-fairLeaves(B, it.cost, 2)*it.T, now
 	}
 	f.a = now
 	if !appt {
@@ -174,13 +190,23 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int
 	it.fair = f
 }
 
+// fairLeaves returns how many events of K's burst B a request of cost n
+// leaves to those above it (package doc "Fair share"): k times the fair
+// hold (1 for a request back at its appointment, 2 for one over its
+// share), and never so much that a lone such request could not go at
+// once when K is full: at most B - n.
+func fairLeaves(B, n, k int64) int64 { return min(k*FairHold(B), B-n) }
+
 // earliestFair is earliest for a Fair item: K's GCRA time at the
-// request's tolerance, beyond past now + H; in the second fixpoint, at
-// the whole tolerance with no horizon.
+// request's tolerance, beyond past its latest slot; in the fixpoints of
+// a deferral and a denial, with no horizon.
 func (it *item) earliestFair(t int64) (int64, bool) {
 	f := it.fair
-	if f.whole {
-		return max(t, it.tat+it.cost*it.T-it.dvt), false
+	switch f.mode {
+	case fairWhole:
+		return max(t, it.tat+it.cost*it.T-f.held), false
+	case fairOwn:
+		return max(t, it.tat+it.cost*it.T-f.dvt), false
 	}
 	e := max(t, it.tat+it.cost*it.T-f.dvt)
 	return e, e > f.hz
@@ -197,9 +223,9 @@ func hasFair(items []item) bool {
 }
 
 // deferFair is the second fixpoint of a stack with a Fair item whose
-// first one stopped (package doc "Fair share"): every Fair item at K's
-// whole tolerance with no horizon, from the latest of now, the pause's
-// end and the appointments. It returns the time, the decider and whether
+// first one stopped (package doc "Fair share"): every Fair item at the
+// tolerance the request comes back at with its appointment, with no
+// horizon, from the latest of now, the pause's end and the appointments. It returns the time, the decider and whether
 // every limit admits then within its horizon.
 func deferFair(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	t, decider = now, NoDecider
@@ -208,10 +234,27 @@ func deferFair(items []item, now, paused int64) (t int64, decider int, ok bool) 
 	}
 	for i := range items {
 		if f := items[i].fair; f != nil {
-			f.whole = true
+			f.mode = fairWhole
 			if f.a > t {
 				t, decider = f.a, i
 			}
+		}
+	}
+	return fixpoint(items, t, decider)
+}
+
+// denyFair is the fixpoint that gives the RetryAfter of a stack with a
+// Fair item that is neither admitted nor deferred: when the stack would
+// admit the request as it stands (every Fair item at the request's own
+// tolerance, with no horizon) if nobody else reserved meanwhile.
+func denyFair(items []item, now, paused int64) (t int64, decider int, ok bool) {
+	t, decider = now, NoDecider
+	if paused > t {
+		t, decider = paused, PausedDecider
+	}
+	for i := range items {
+		if f := items[i].fair; f != nil {
+			f.mode = fairOwn
 		}
 	}
 	return fixpoint(items, t, decider)

@@ -341,6 +341,8 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		t, res.Decider, ok = deferFair(items, now, paused)
 		if res.Deferred = ok && t-now <= req.MaxWaitMicros(); res.Deferred {
 			bookFair(items, now)
+		} else {
+			t, res.Decider, _ = denyFair(items, now, paused)
 		}
 	}
 	var ops ReservationOps

@@ -18,8 +18,8 @@ type tenantSeen struct{ seen, weight int64 }
 
 // fairView is what a decision sees of one Fair item.
 type fairView struct {
-	T, dvt  int64 // K's interval; the tolerance the request runs at (DVT, or less the hold over its share)
-	whole   int64 // K's whole tolerance, for the second search
+	T, dvt  int64 // K's interval; the tolerance the request runs at: DVT, less the hold over its share
+	whole   int64 // the tolerance of an appointment: of the second search
 	hz      int64 // now + H
 	a       int64 // the appointment: when the lane admits the cost, at least now (now with Appointment)
 	Ti, bi  int64 // the lane (quota.FairLane)
@@ -29,8 +29,8 @@ type fairView struct {
 	part    string
 	w, span int64
 	// second is set for the second search: K at its whole tolerance,
-	// no horizon.
-	second bool
+	// no horizon; own for the third: at dvt, no horizon.
+	second, own bool
 }
 
 // laneCharge is a reservation's charge of a tenant's lane.
@@ -55,8 +55,11 @@ func (m *Model) fairStack() bool {
 
 // admits is whether K admits at t with its tat as the decision sees it.
 func (v *fairView) admits(t, tat, cost int64) bool {
-	if v.second {
+	switch {
+	case v.second:
 		return t >= tat+cost*v.T-v.whole
+	case v.own:
+		return t >= tat+cost*v.T-v.dvt
 	}
 	return t <= v.hz && t >= tat+cost*v.T-v.dvt
 }
@@ -120,18 +123,27 @@ func (m *Model) fairViews(req *quota.Request, now int64) []*fairView {
 			views = make([]*fairView, len(req.Items))
 		}
 		k := keyOf(req.Tag, it.Key)
-		v := &fairView{T: l.Interval(), whole: l.Tolerance(), key: k, part: quota.FairPart(req.Share.Key),
+		cost := req.CostOf(i)
+		v := &fairView{T: l.Interval(), key: k, part: quota.FairPart(req.Share.Key),
 			w: req.Share.Weighted(), span: l.FairSpan().Microseconds()}
 		v.hz = now + v.T
 		v.laneKey = fairLaneKey(k, v.part)
 		W := m.activeW(k, v.part, v.w, now, v.span, false)
 		v.Ti, v.bi = quota.FairLane(v.T, l.Capacity(), W, v.w)
-		cost := req.CostOf(i)
 		due := max(m.tat(v.laneKey), now) + cost*v.Ti - v.bi*v.Ti
-		v.in = req.Appointment || due <= v.hz
-		v.dvt = v.whole
-		if !v.in {
-			v.dvt -= quota.FairHold(l.Capacity()) * v.T
+		v.in = !req.Appointment && due <= v.hz
+		// What is left of the burst once the hold is kept (once for an
+		// appointment, twice over its share), but never less than the
+		// cost: so it can still go, at now, when K is full.
+		B, h := l.Capacity(), quota.FairHold(l.Capacity())
+		v.whole = max(B-h, cost) * v.T
+		switch {
+		case v.in:
+			v.dvt = l.Tolerance()
+		case req.Appointment:
+			v.dvt, v.hz = v.whole, now
+		default:
+			v.dvt, v.hz = max(B-2*h, cost)*v.T, now
 		}
 		v.a = now
 		if !req.Appointment {

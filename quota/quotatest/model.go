@@ -354,7 +354,8 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			tat := max(m.tat(k), n, floor(&req, i, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			if v := m.view(i); v != nil {
-				candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-v.dvt, v.a)
+				c := tat + req.CostOf(i)*it.Limit.Interval()
+				candidates = append(candidates, c-v.dvt, c-v.whole, v.a)
 			}
 			continue
 		}
@@ -434,6 +435,16 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		r.Beyond = slot < 0 || slot >= horizon
 		if r.Deferred = !r.Beyond && slot-n <= req.MaxWaitMicros(); r.Deferred {
 			m.fairDefer(&req, n)
+		} else {
+			// Denied: when it would go as it stands, at its own
+			// tolerance.
+			for _, v := range m.views {
+				if v != nil {
+					v.second, v.own = false, true
+				}
+			}
+			slot = search(start)
+			r.Beyond = slot < 0 || slot >= horizon
 		}
 	}
 	if !r.Allowed {
