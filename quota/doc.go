@@ -412,12 +412,12 @@
 // K) shared among the tenants of its requests. A request names its tenant
 // and weight with Request.Share: the tenant's part p = FairPart(Key), its
 // weight w = Share.Weighted() (1 to MaxWeight). With T, B and DVT = B*T
-// the limit's interval, burst and tolerance, n the item's cost (a class
-// is ignored) and H = T, the horizon of a fair item: nobody books K more
-// than H ahead, so K stays the exact truth of what goes to the vendor, and
-// the order of the waits lives in a lane per tenant, its virtual time at
-// its fair rate. A request that cannot go near now gets an appointment in
-// its tenant's lane and comes back then.
+// K's interval, burst and tolerance, n the item's cost (a class is
+// ignored) and H = T: nobody books K more than H ahead, so K stays the
+// exact truth of what goes to the vendor, and the order of the waits
+// lives in a lane per tenant, its virtual time at its fair rate. A
+// request that cannot go near now gets an appointment in its tenant's
+// lane and comes back then.
 //
 // State, per fair item key K, all in the request's tag: K's GCRA state,
 // as any GCRA limit's; each tenant's lane, a GCRA tat (idle once it is at
@@ -446,43 +446,48 @@
 //
 // The lane: (Ti, bi) = FairLane(T, B, W, w): Ti = ceil(T*W/w) (float64,
 // product first; at most MaxExact/B), bi = max(1, B*w/W). With tat_i =
-// max(the lane's tat, now), the request is in-share when Appointment is
-// set or tat_i + n*Ti - bi*Ti <= now + H (its lane admits it near now),
-// else over-share. In the fixpoint K admits at t when
+// max(the lane's tat, now), the request's standing is one of three, each
+// leaving K to those above it, with h = FairHold(B) = max(1, B/10):
 //
-//	t <= now + H  and  t >= tat_K + n*T - DVT'
+//   - within its share: no Appointment, and its lane admits it near now,
+//     tat_i + n*Ti - bi*Ti <= now + H. K admits it at t when t >= tat_K +
+//     n*T - DVT and t <= now + H.
+//   - back at its appointment (Appointment set): K admits it at t when t
+//     >= tat_K + n*T - (DVT - min(h, B-n)*T) and t <= now: at once or not
+//     at all, leaving the hold to those within their share.
+//   - over its share (any other): as at an appointment, leaving
+//     min(2h, B-n) instead: the appointments, which keep the order of the
+//     waits, come before it.
 //
-// with DVT' = DVT in-share and DVT - FairHold(B)*T over-share (a tenant
-// over its share leaves max(1, B/10) of the burst to those within
-// theirs); tat_K is K's, drained by a pause as any GCRA limit's. A time
-// past now + H is beyond (the fixpoint stops, as past a window's
-// horizon).
+// tat_K is K's, drained by a pause as any GCRA limit's. In the fixpoint a
+// time past the latest slot is beyond: the fixpoint stops, as past a
+// window's horizon.
 //
 // Admitted: the fixpoint ends within every horizon at t, no lease cap is
 // full and t - now <= MaxWait. Every item is charged at t as usual, K
-// included; an in-share request without Appointment also charges its lane,
-// tat_i = max(tat_i, t) + n*Ti; the active set is written. A fixpoint
-// that ends within the horizons but past MaxWait is denied as any
-// (RetryAfter t - now).
+// included; a request within its share also charges its lane, tat_i =
+// max(tat_i, t) + n*Ti; the active set is written. A fixpoint that ends
+// within the horizons but past MaxWait is denied as any (RetryAfter t -
+// now).
 //
 // Deferred: the fixpoint stopped (beyond), the stack has a fair item and
 // no lease cap is full. A second fixpoint finds when the stack would
-// admit with every fair item at K's whole tolerance and no horizon of its
-// own (t >= tat_K + n*T - DVT), from t0 = max(now, the pause's end, a),
-// a the latest appointment of the fair items: a_k = max(now, tat_i + n*Ti -
-// bi*Ti) without Appointment, now with it. If it ends within the other
-// limits' horizons at tf, and tf - now <= MaxWait, the result is Deferred
-// (not Allowed) with RetryAfter tf - now: without Appointment each fair
-// item's lane is booked at its appointment, tat_i = max(tat_i, a_k) +
-// n*Ti (a GCRA charge at a_k; when a_k is past tat_i that is a_k + n*Ti);
-// the active sets are written; nothing else is charged. Otherwise it is
-// denied with RetryAfter tf - now (or where the second fixpoint stopped)
-// and writes nothing. The decider of a deferral is the second fixpoint's:
+// admit the request back at its appointment, every fair item at that
+// standing's tolerance and with no horizon, from t0 = max(now, the
+// pause's end, a), a the latest appointment of the fair items: a_k =
+// max(now, tat_i + n*Ti - bi*Ti) without Appointment, now with it. If it
+// ends within the other limits' horizons at tf, and tf - now <= MaxWait,
+// the result is Deferred (not Allowed) with RetryAfter tf - now: without
+// Appointment each fair item's lane is booked at its appointment, tat_i =
+// max(tat_i, a_k) + n*Ti (a GCRA charge at a_k); the active sets are
+// written; nothing else is charged. The decider is the second fixpoint's:
 // the item that last moved t, else the fair item whose appointment set t0
-// (the first of the latest), else the pause. A request that comes back
-// with Appointment is in-share: it finds K near now unless others took
-// it meanwhile, and is then deferred again to when K admits at its whole
-// tolerance, with nothing booked.
+// (the first of the latest), else the pause.
+//
+// Denied otherwise, writing nothing, with RetryAfter from a third fixpoint:
+// every fair item at the request's own tolerance with no horizon, from
+// max(now, the pause's end): when the stack would admit the request as it
+// stands if nobody reserved meanwhile (or where that fixpoint stopped).
 //
 // Status of a fair item is K's, as any GCRA limit's. Cancel of an
 // admitted request gives back K by the GCRA rules, and its lane charge by
@@ -494,15 +499,20 @@
 // its requests actually cost in its own lane. Sync drains K alone: the
 // vendor speaks of the whole limit, and a lane is no vendor's.
 //
-// The bounds: K is a GCRA limit charged only near now, so the vendor never
-// sees more than the limit. A lone tenant's lane is the whole limit (W =
-// w: Ti = T, bi = B) and is charged with K, so it is in-share whenever K
-// admits, and its waiters' appointments follow one another at K's rate:
-// it gets the whole limit. A tenant within its share (lane not behind)
-// is in-share, and over-share requests leave FairHold of K's tolerance
-// to the in-share ones, which together arrive at most at the limit's rate
-// (the lanes' rates add up to it, rounded down); so its request waits at
-// most H and its own lane interval, whatever the others demand: the
-// tests measure it. A request with no fair item reads and writes what it
-// did, and the memory store allocates nothing more for it.
+// The bounds: K is a GCRA limit charged only near now, so the vendor
+// never sees more than the limit. A lone tenant's lane is the whole
+// limit (W = w: Ti = T, bi = B) and is charged with K, so its requests
+// are within their share whenever K admits them near now; its waiters'
+// appointments follow one another at K's rate, leaving the hold once: it
+// gets the whole rate. A request within its share (of cost at most h) is
+// admitted within H whatever the others demand, as long as the other
+// requests within their share at that moment leave it room in the hold:
+// appointments and requests over their share leave K's tat at most DVT -
+// h*T past now, and the lanes' rates add up to at most K's, so those
+// within their share take the hold only in their lanes' bursts.
+// Otherwise it is deferred, its lane booked at once, to when K admits it
+// at an appointment. (The conformance measures it: a tenant arriving
+// behind 300 waiters of another goes within H, where the bound asked for
+// is H and its lane interval.) A request with no fair item reads and
+// writes what it did, and the memory store allocates nothing more for it.
 package quota
