@@ -1,7 +1,9 @@
 package quota_test
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +130,107 @@ func TestMemoryDifferentialFair(t *testing.T) {
 	t.Parallel()
 	for seed := int64(100); seed < 112; seed++ {
 		quotatest.Differential(t, seed, 2000, newMemory)
+	}
+}
+
+// FuzzFairTenants: any two tenant values share a Fair limit's state only
+// when FairPart maps them to one part (the same value, or a value and
+// the hash SafePart made of it); each is one entry in the active set and
+// one lane, whose key is bounded however long the value; the active set
+// is gone once the tenants have been quiet for FairSpan, and each lane
+// once it is idle.
+func FuzzFairTenants(f *testing.F) {
+	f.Add("acme", "globex", uint16(1), uint16(3))
+	f.Add("", "#", uint16(0), uint16(1000))
+	f.Add("a b", quota.SafePart("a b"), uint16(2), uint16(2))
+	f.Add("{tag}", "tag", uint16(5), uint16(0))
+	f.Add(strings.Repeat("x", 65), strings.Repeat("x", 64), uint16(7), uint16(9))
+	f.Add("a:b", "a\x00b", uint16(1), uint16(1))
+	f.Fuzz(func(t *testing.T, a, b string, wa, wb uint16) {
+		clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+		l := &quota.Limit{Name: "shared", Kind: quota.GCRA, Rate: 10, Period: time.Second, Fair: true}
+		weight := func(w uint16) int64 { return int64(w) % (quota.MaxWeight + 1) }
+		for _, sh := range []quota.Share{{Key: a, Weight: weight(wa)}, {Key: b, Weight: weight(wb)}} {
+			req := quota.Request{Tag: "p", Items: []quota.Item{{Limit: l, Key: "shared"}}, Share: sh}
+			if res, err := m.Reserve(context.Background(), &req); err != nil || !res.Allowed {
+				t.Fatalf("tenant %q: (%+v, %v), want admitted from a full burst", sh.Key, res, err)
+			}
+		}
+		pa, pb := quota.FairPart(a), quota.FairPart(b)
+		same := pa == pb
+		if same && a != b && !(quota.IsHash(a) && quota.SafePart(b) == a) && !(quota.IsHash(b) && quota.SafePart(a) == b) {
+			t.Fatalf("tenants %q and %q collide on part %q", a, b, pa)
+		}
+		wantMembers, wantW := 2, max(weight(wa), 1)+max(weight(wb), 1)
+		if same {
+			wantMembers, wantW = 1, max(weight(wb), 1)
+		}
+		if n, w := m.FairSet("p", "shared"); n != wantMembers || w != wantW {
+			t.Fatalf("tenants %q and %q: the active set holds %d with W %d, want %d and %d", a, b, n, w, wantMembers, wantW)
+		}
+		lanes := 0
+		for _, k := range m.Keys("p") {
+			if len(k) > len("!fair:shared:")+64 {
+				t.Fatalf("key %q is longer than a part SafePart bounds", k)
+			}
+			if strings.HasPrefix(k, "!fair:shared:") {
+				lanes++
+			}
+		}
+		if lanes != wantMembers {
+			t.Fatalf("tenants %q and %q: %d lanes, want %d", a, b, lanes, wantMembers)
+		}
+		clock.Advance(l.FairSpan())
+		m.Sweep()
+		if n, _ := m.FairSet("p", "shared"); n != 0 {
+			t.Fatalf("the active set holds %d tenants after they were quiet for FairSpan", n)
+		}
+		// A lane lives until its tat: one interval of the lane, at most
+		// T*W, past its charge.
+		clock.Advance(time.Duration(l.Interval()*wantW) * time.Microsecond)
+		m.Sweep()
+		if n := m.Len(); n != 0 {
+			t.Fatalf("%d keys held after the tenants' lanes went idle: %v", n, m.Keys("p"))
+		}
+	})
+}
+
+// TestMemoryFairManyTenants: 10^5 tenants on one Fair limit (one tag, one
+// shard) are one entry each in the active set, W is their weights' sum,
+// and once they are all quiet the next decision forgets the set whole
+// and the sweep takes every key back.
+func TestMemoryFairManyTenants(t *testing.T) {
+	t.Parallel()
+	const tenants = 100_000
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	l := &quota.Limit{Name: "shared", Kind: quota.GCRA, Rate: 1_000_000, Period: time.Second, Fair: true}
+	reserve := func(tenant string, w int64) {
+		t.Helper()
+		req := quota.Request{Tag: "p", Items: []quota.Item{{Limit: l, Key: "shared"}}, Share: quota.Share{Key: tenant, Weight: w}}
+		if _, err := m.Reserve(context.Background(), &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sum int64
+	for i := range tenants {
+		w := int64(1 + i%7)
+		reserve("t-"+strconv.Itoa(i), w)
+		sum += w
+		clock.Advance(time.Microsecond)
+	}
+	if n, w := m.FairSet("p", "shared"); n != tenants || w != sum {
+		t.Fatalf("the active set holds %d tenants with W %d, want %d and %d", n, w, tenants, sum)
+	}
+	clock.Advance(l.FairSpan())
+	reserve("late", 2)
+	if n, w := m.FairSet("p", "shared"); n != 1 || w != 2 {
+		t.Fatalf("after every tenant went quiet: the set holds %d with W %d, want the newcomer alone", n, w)
+	}
+	clock.Advance(l.FairSpan())
+	m.Sweep()
+	if n := m.Len(); n != 0 {
+		t.Fatalf("%d keys held after everyone was quiet for FairSpan", n)
 	}
 }

@@ -1,5 +1,7 @@
 package quota
 
+import "maps"
+
 // This file is the decision of a Fair item (package doc "Fair share") on
 // state held in memory: the active set of a key, a tenant's lane, and
 // what a decision reads and writes of them.
@@ -23,6 +25,7 @@ type fairSet struct {
 	sum        int64 // W: the sum of the members' weights
 	newest     int64 // the latest seen recorded: every member's seen is at or before it
 	until      int64 // newest + the span it was written with: the set is idle from then on
+	peak       int   // the most members since members was made
 }
 
 // fairMember is one tenant of a fairSet.
@@ -44,8 +47,7 @@ func (m *fairMember) before(seen int64, part string) bool {
 func (f *fairSet) weigh(p string, w, now, span int64, write bool) int64 {
 	if f == nil || f.newest+span <= now { // no member is live: forgotten
 		if write { // f is not nil: record makes it
-			clear(f.members)
-			*f = fairSet{members: f.members}
+			*f = fairSet{} // a new map: a Go map never shrinks
 			f.add(p, w, now)
 			f.until = f.newest + span
 		}
@@ -79,6 +81,12 @@ func (f *fairSet) weigh(p string, w, now, span int64, write bool) int64 {
 		f.add(p, w, now)
 		f.sum = sum
 		f.until = f.newest + span
+		if f.peak >= rebuildMin && len(f.members) < f.peak/4 {
+			// Far fewer members than the map once held: move them to a
+			// new map, paid for by the deletes since the last one.
+			f.members = maps.Clone(f.members)
+			f.peak = len(f.members)
+		}
 	}
 	return sum
 }
@@ -91,6 +99,7 @@ func (f *fairSet) add(p string, w, now int64) {
 	}
 	m := &fairMember{part: p, seen: now, weight: w}
 	f.members[p] = m
+	f.peak = max(f.peak, len(f.members))
 	f.sum += w
 	f.newest = max(f.newest, now)
 	at := f.tail // m goes after at: from the tail, as now is the latest but for a clock stepped back
