@@ -232,8 +232,10 @@ func testFairShares(t *testing.T, newStore NewStore) {
 		s.run(to)
 		s.checkLimit(l)
 		total := 0
+		var counts []int
 		for i, tn := range tenants {
 			got := tn.count(from, to)
+			counts = append(counts, got)
 			total += got
 			want := 600 * tc.weights[i] / sum
 			if d := int64(got) - want; d < -3 || d > 3 {
@@ -243,6 +245,7 @@ func testFairShares(t *testing.T, newStore NewStore) {
 		if total < 597 {
 			t.Errorf("%s: %d went in 60s of a 10/s limit, want at least 597", name, total)
 		}
+		t.Logf("%s: %v went in 60s", name, counts)
 	}
 }
 
@@ -273,6 +276,8 @@ func testFairArrival(t *testing.T, newStore NewStore) {
 	if got := fast.count(10*time.Second, 40*time.Second); got < 97 {
 		t.Errorf("the tenant failing fast went %d times in 30s, want its share, 100, within 3", got)
 	}
+	t.Logf("the light tenant waited at most %v for each of %d requests; the tenant failing fast went %d times in 30s",
+		slices.Max(light.waits), len(light.waits), fast.count(10*time.Second, 40*time.Second))
 	// Without Fair, its first request queues behind the heavy tenant's
 	// 300 waiters: 30 seconds.
 	plain := gcra("shared", 10, time.Second, 0)
@@ -305,9 +310,11 @@ func testFairWeightChange(t *testing.T, newStore NewStore) {
 	}
 	// The waiters booked before the change keep their appointments (up
 	// to 30s ahead); past them, 3:1.
-	if ga, gb := a.count(65*time.Second, 85*time.Second), b.count(65*time.Second, 85*time.Second); ga < 147 || gb < 47 || gb > 53 {
+	ga, gb := a.count(65*time.Second, 85*time.Second), b.count(65*time.Second, 85*time.Second)
+	if ga < 147 || gb < 47 || gb > 53 {
 		t.Errorf("at weights 3 and 1: %d and %d went in 20s, want 150 and 50 within 3", ga, gb)
 	}
+	t.Logf("after the change to 3:1, %d and %d went in 20s", ga, gb)
 }
 
 // testFairExpiry: a tenant active on a fair limit counts in W until
