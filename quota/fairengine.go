@@ -160,7 +160,7 @@ type fairItem struct {
 	span      int64      // FairSpan, µs
 	in, appt  bool       // in-share; Appointment
 	mode      fairMode   // which fixpoint runs
-	charged   bool       // the lane was charged (mark: laneSet, lanePrev)
+	charged   bool       // the lane was charged: its mark is laneSet over prev
 	laneSet   int64
 }
 
@@ -234,8 +234,9 @@ func hasFair(items []item) bool {
 // deferFair is the second fixpoint of a stack with a Fair item whose
 // first one stopped (package doc "Fair share"): every Fair item at the
 // tolerance the request comes back at with its appointment, with no
-// horizon, from the latest of now, the pause's end and the appointments. It returns the time, the decider and whether
-// every limit admits then within its horizon.
+// horizon, from the latest of now, the pause's end and the appointments.
+// It returns the time, the decider and whether every limit admits then
+// within its horizon.
 func deferFair(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	t, decider = now, NoDecider
 	if paused > t {
