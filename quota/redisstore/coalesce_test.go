@@ -50,7 +50,7 @@ func TestOneCallDecidesInOrder(t *testing.T) {
 	var d [4]decision
 	var errs [4]error
 	for i, x := range vals {
-		d[i], errs[i] = parseReserve(x, 1, 0, 0)
+		d[i], errs[i] = parseReserve(x, 1, extra{})
 		if (errs[i] != nil) != (i == 1) {
 			t.Fatalf("decision %d: %v", i, errs[i])
 		}
@@ -112,7 +112,7 @@ func TestConcurrentDecisionsCoalesced(t *testing.T) {
 // stack of GCRA and window limits.
 func pendingOf(s *Store, req quota.Request) *pending {
 	keys, x := s.extraKeys(&req, s.keys(&req))
-	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x.keys, nil)
+	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x, nil)
 	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args}
 }
 
@@ -236,7 +236,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals := v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0, 0)
+		d, err := parseReserve(x, 1, extra{})
 		if clash := i == 2 || i == 4; clash {
 			if !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision %d (window after GCRA): %v, want WRONGTYPE, ErrState", i, err)
@@ -265,7 +265,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals = v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0, 0)
+		d, err := parseReserve(x, 1, extra{})
 		if i == 1 {
 			if !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision 1 (GCRA after window): %v, want WRONGTYPE", err)

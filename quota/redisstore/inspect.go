@@ -81,6 +81,10 @@ type ItemState struct {
 	// request admitted within the limit's ActiveFor, so that its reserve
 	// is free for them. Nil for any other limit.
 	Held []time.Duration
+	// Fair is, for a Fair limit (quota.Limit.Fair), its active tenants
+	// and the inspected request's tenant's lane. Status is the limit's
+	// own (its key K's, as any GCRA limit's). Nil for any other limit.
+	Fair *FairState
 }
 
 // Inspect reads the state of req's limits and pauses in one round trip,
@@ -117,7 +121,7 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	extras := make([]extra, len(reqs))
 	for i, req := range reqs {
 		keys[i], extras[i] = s.extraKeys(req, s.keys(req))
-		args[i] = s.peekArgs(req, extras[i].keys, clientNow)
+		args[i] = s.peekArgs(req, extras[i], clientNow)
 	}
 	out := make([]Snapshot, len(reqs))
 	if len(reqs) == 0 {
@@ -177,18 +181,19 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full
 	return cmds
 }
 
-// peekArgs returns the ARGV of a peek of req, whose keys end with nx
-// extra keys (extraKeys): reserve.lua's, for one request of cost 0 and no
-// max wait, with "peek" for the TTL slack. clientNow places the calendar
-// windows, as Reserve does.
-func (s *Store) peekArgs(req *quota.Request, nx int, clientNow time.Time) []any {
+// peekArgs returns the ARGV of a peek of req, whose keys end with the
+// extra keys x counts (extraKeys): reserve.lua's, for one request of cost
+// 0 and no max wait, with "peek" for the TTL slack. clientNow places the
+// calendar windows, as Reserve does.
+func (s *Store) peekArgs(req *quota.Request, x extra, clientNow time.Time) []any {
 	np := len(req.Pauses)
 	if s.readsOver(req) {
 		np++
 	}
-	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, nx}
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, x.keys}
+	sh := shareOf(req, x)
 	for i := range req.Items {
-		args, _ = s.appendItem(args, req.Items[i].Limit, 0, req.Class, true, "", clientNow)
+		args, _ = s.appendItem(args, req.Items[i].Limit, 0, req.Class, sh, true, "", clientNow)
 	}
 	args[3] = len(args) - 3 // the request's count of ARGV entries
 	return args
@@ -214,6 +219,7 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 	n, nl := len(req.Items), x.learned
 	np := len(keys) - n - x.keys
 	nc := classEntries(req)
+	nf := (fairEntries + fairPeekEntries) * x.fair
 	out, ok := v.([]any)
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
@@ -222,11 +228,11 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 		return snap, err
 	}
 	vals, ok := out[0].([]any)
-	if want := 4 + (4+perItem)*n + np + nl + nc; !ok || len(vals) != want {
+	if want := 4 + (4+perItem)*n + np + nl + nc + nf; !ok || len(vals) != want {
 		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
 	}
-	tail := len(vals) - nl - nc // where the learned rates start
-	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, nl, 0)
+	tail := len(vals) - nl - nc - nf // where the learned rates start
+	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, extra{learned: nl})
 	if err != nil {
 		return snap, err
 	}
@@ -253,6 +259,11 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 	}
 	if nc > 0 {
 		if err := parseClasses(req, snap.Items, vals[tail+nl:]); err != nil {
+			return snap, err
+		}
+	}
+	if nf > 0 {
+		if err := parseFairPeek(req, snap.Items, vals[tail+nl+nc:]); err != nil {
 			return snap, err
 		}
 	}

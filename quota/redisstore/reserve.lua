@@ -275,10 +275,11 @@ end
 -- soonest expiry).
 local items = {}
 
--- cls holds the functions of limits with classes and paced windows
--- (header, "Classes" and "Pacing"), made by classFns for the first item
--- that needs them: a plain call does not pay for their closures (header,
--- "Functions").
+-- cls holds the functions of the upper-case kinds: limits with classes,
+-- paced windows and Fair items (header, "Classes", "Pacing" and "Fair
+-- share"), made by upperFns for the first item that needs them: a plain
+-- call does not pay for their closures (header, "Functions"). cls.fkb is
+-- the KEYS base of the last request parsed that has a Fair item.
 local cls
 
 -- count returns the count of rolling item x's bucket b, reading it once.
@@ -392,8 +393,8 @@ local function parseAlone(kind, k, a, sk)
   return x
 end
 
--- classFns makes cls.
-local function classFns()
+-- upperFns makes cls.
+local function upperFns()
   -- held reads, for item x of a limit with classes whose class arguments
   -- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
   -- "Classes"), the activity record sk, and sets x.h, what the active
@@ -545,17 +546,197 @@ local function classFns()
     end
   end
 
-  -- parseClassed returns the item of key k of a limit with classes or a
-  -- paced window (an upper-case kind) whose arguments start at ARGV[a],
-  -- whose extra keys follow KEYS[xk], the ARGV index after them and the
+  -- parseFair returns the item of Fair key k (header, "Fair share")
+  -- whose arguments start at ARGV[a] and whose extra keys (the tenant's
+  -- lane, the active set and its weights) follow KEYS[xk], of the request
+  -- whose keys start after KEYS[kb]: K and the lane read through the
+  -- call's view (those not read yet in one MGET), the active set as the
+  -- decision sees it (its newest score; its stale members, at most 16,
+  -- oldest first; their weights, the tenant's own and W in one HMGET),
+  -- the lane's interval and burst, the request's standing and its
+  -- appointment.
+  local function parseFair(k, a, xk, kb)
+    local lk, zk, wk = KEYS[xk + 1], KEYS[xk + 2], KEYS[xk + 3]
+    local cost, T, dvt, B = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    local span, p, w, appt = tonumber(ARGV[a + 5]), ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8] == '1'
+    local miss
+    if gval[k] == nil then miss = {k} end
+    if gval[lk] == nil then
+      miss = miss or {}
+      miss[#miss + 1] = lk
+    end
+    if miss then
+      local v = redis.call('MGET', unpack(miss))
+      for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+    end
+    -- The active set. No member live (or none): forgotten, as its
+    -- expiry would (fresh: a set to drop when written). Else the stale
+    -- members lowest in (seen, part), at most 16, leave (drop); then
+    -- the tenant joins or is refreshed.
+    local setW, own, drop, fresh = 0, nil, {}, false
+    local newest = redis.call('ZRANGE', zk, -1, -1, 'WITHSCORES')
+    local live = #newest > 0 and tonumber(newest[2]) + span > now
+    if live then
+      drop = redis.call('ZRANGE', zk, '-inf', string.format('%d', now - span), 'BYSCORE', 'LIMIT', 0, 16)
+      local v = redis.call('HMGET', wk, '', p, unpack(drop))
+      setW, own = tonumber(v[1]) or 0, tonumber(v[2])
+      for j = 1, #drop do
+        setW = setW - (tonumber(v[j + 2]) or 0)
+        if drop[j] == p then own = nil end
+      end
+    else
+      fresh = #newest > 0
+    end
+    local W = setW - (own or 0) + w
+    if W < w then W = w end -- only a hash changed by hand: never a lane faster than the whole limit
+    -- The lane: quota.FairLane, the float expression in Go's order.
+    local Ti = math.min(math.ceil(T * W / w), math.floor(2251799813685248 / B))
+    if Ti < 1 then Ti = 1 end
+    local bi = math.max(1, math.floor(B * w / W))
+    local lst = gval[lk]
+    local ltat = math.max(lst, now)
+    local due = ltat + cost * Ti - bi * Ti
+    -- The standing: what of K it leaves (quota.FairHold, at most B - cost).
+    local h = math.max(1, math.floor(B / 10))
+    local held = dvt - math.min(h, B - cost) * T
+    local x = {kind = 'F', key = k, cost = cost, T = T, dvt = dvt, stored = gval[k], held = held,
+      fk = lk, lst = lst, ltat = ltat, Ti = Ti, bi = bi, zk = zk, wk = wk, p = p, w = w, W = W,
+      setW = setW, drop = drop, live = live, fresh = fresh, span = span, appt = appt, a = now,
+      inshare = not appt and due <= now + T}
+    x.tat = math.max(x.stored, now)
+    if x.inshare then
+      x.fd, x.hz = dvt, now + T
+    elseif appt then
+      x.fd, x.hz = held, now
+    else
+      x.fd, x.hz = dvt - math.min(2 * h, B - cost) * T, now
+    end
+    x.own = x.fd
+    if not appt then x.a = math.max(now, due) end
+    cls.fkb = kb
+    return x, a + 9, xk + 3
+  end
+
+  -- fairDecide follows the first fixpoint (t, decider, ok; full, the
+  -- full concurrency item) of the request with Fair items whose n items
+  -- are decided: when it stopped (beyond) with no lease cap full, a
+  -- second one from the latest of now, the pause's end (paused) and the
+  -- appointments, every Fair item at an appointment's tolerance with no
+  -- horizon, says whether the request is deferred (its time within
+  -- maxwait); if not, a third one, every Fair item at the request's own
+  -- tolerance with no horizon, gives a denial's time. It returns the
+  -- time, the decider and whether the request is deferred. slotTime runs
+  -- the fixpoints. A peek only reads: it runs neither. Each Fair item is
+  -- then a GCRA item of K for the reply (replyItems).
+  local function fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+    local deferred = false
+    if not ok and full == nil and not peek then
+      local t0, d0 = now, -1
+      if paused > t0 then t0, d0 = paused, -2 end
+      for i = 1, n do
+        local x = items[i]
+        if x.kind == 'F' then
+          x.fd, x.hz = x.held, nil
+          if x.a > t0 then t0, d0 = x.a, i - 1 end
+        end
+      end
+      local ok2
+      t, decider, ok2 = slotTime(n, paused, t0, d0)
+      deferred = ok2 and t - now <= maxwait
+      if not deferred then
+        t0, d0 = now, -1
+        if paused > t0 then t0, d0 = paused, -2 end
+        for i = 1, n do
+          local x = items[i]
+          if x.kind == 'F' then x.fd = x.own end
+        end
+        t, decider = slotTime(n, paused, t0, d0)
+      end
+    end
+    for i = 1, n do
+      if items[i].kind == 'F' then items[i].kind = 'g' end
+    end
+    return t, decider, deferred
+  end
+
+  -- bookLane charges Fair item x's lane its cost at t, a GCRA charge in
+  -- the call's view, and returns the tat set.
+  local function bookLane(x, t)
+    local set = math.max(x.ltat, t) + x.cost * x.Ti
+    if not gw[x.fk] then
+      gw[x.fk] = true
+      gorder[#gorder + 1] = x.fk
+    end
+    gval[x.fk] = set
+    return set
+  end
+
+  -- record writes Fair item x's active set as its decision found it, the
+  -- tenant seen now: at once, so that the next request of the call reads
+  -- it. Both keys expire the span past this write.
+  local function record(x)
+    if x.fresh then
+      redis.call('UNLINK', x.zk, x.wk)
+    elseif #x.drop > 0 then
+      redis.call('ZREM', x.zk, unpack(x.drop))
+      redis.call('HDEL', x.wk, unpack(x.drop))
+    end
+    redis.call('ZADD', x.zk, now, x.p)
+    redis.call('HSET', x.wk, x.p, x.w, '', x.W)
+    local px = ttl(x.span)
+    redis.call('PEXPIRE', x.zk, px)
+    redis.call('PEXPIRE', x.wk, px)
+  end
+
+  -- fairReply does, for the n items of a request with Fair items decided
+  -- at t (allowed, deferred or neither), what the Fair items add once the
+  -- other figures are in reply: reply[1] is 2 for a deferral; an
+  -- admission within its share charges the lane at t, a deferral without
+  -- Appointment books it at the appointment, and both record the tenant
+  -- in the active set; it appends per Fair item the lane's mark and prev
+  -- (0 when it was not charged), interval and burst, and for a peek the
+  -- active set's members and weight after the decision's expiry (before
+  -- the tenant joins), how far the lane is booked past now and how long
+  -- until it would give a request of cost 1 its appointment.
+  local function fairReply(reply, n, allowed, deferred, t)
+    if deferred then reply[1] = 2 end
+    for i = 1, n do
+      local x = items[i]
+      if x.fk then
+        local mark, prev = 0, 0
+        if allowed and x.inshare then
+          mark, prev = bookLane(x, t), x.lst
+        elseif deferred and not x.appt then
+          bookLane(x, x.a)
+        end
+        if allowed or deferred then record(x) end
+        local r = #reply
+        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = mark, prev, x.Ti, x.bi
+        if peek then
+          local members = 0
+          if x.live then members = redis.call('ZCARD', x.zk) - #x.drop end
+          reply[r + 5], reply[r + 6] = members, x.setW
+          reply[r + 7] = math.max(x.lst - now, 0)
+          reply[r + 8] = math.max(x.ltat + (1 - x.bi) * x.Ti - now, 0)
+        end
+      end
+    end
+  end
+
+  -- parseClassed returns the item of key k of a limit with classes, a
+  -- paced window or a Fair limit (an upper-case kind) whose arguments
+  -- start at ARGV[a], whose extra keys follow KEYS[xk], of the request
+  -- whose keys start after KEYS[kb], the ARGV index after them and the
   -- last extra key it read; or nil and an error reply. Like parseItems,
   -- it fails an item whose key the call charged as another kind.
-  local function parseClassed(kind, k, a, xk)
-    if (kind == 'G' and winc ~= nil and winc[k] ~= nil) or (kind == 'W' and gw[k]) then
+  local function parseClassed(kind, k, a, xk, kb)
+    if ((kind == 'G' or kind == 'F') and winc ~= nil and winc[k] ~= nil) or (kind == 'W' and gw[k]) then
       return nil, a, xk, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
     end
     local x
-    if kind == 'G' then
+    if kind == 'F' then
+      return parseFair(k, a, xk, kb)
+    elseif kind == 'G' then
       x = parseLanes(k, a, xk)
       return x, a + 5 + 2 * x.L, xk + x.L - 1
     elseif kind == 'W' then
@@ -574,7 +755,7 @@ local function classFns()
   end
 
   cls = {held = held, laneAt = laneAt, paced = paced, parseClassed = parseClassed,
-    chargeLanes = chargeLanes, classReply = classReply}
+    chargeLanes = chargeLanes, classReply = classReply, fairDecide = fairDecide, fairReply = fairReply}
 end
 
 -- parseItems fills items with the n items of the request whose keys start
@@ -632,9 +813,9 @@ local function parseItems(kb, a, n, np)
       x = parseAlone(kind, k, a)
       a = a + 5
     else
-      if cls == nil then classFns() end
+      if cls == nil then upperFns() end
       local err
-      x, a, xk, err = cls.parseClassed(kind, k, a, xk or kb + n + np)
+      x, a, xk, err = cls.parseClassed(kind, k, a, xk or kb + n + np, kb)
       if x == nil then return nil, err end
     end
     items[i] = x
@@ -708,25 +889,31 @@ end
 -- horizon (a GCRA or rolling limit moves t at most once, a window at most
 -- once per window of its horizon); and the first concurrency item with no
 -- lease left, if any, which takes no part in the fixpoint: a limit with a
--- free lease admits at any time.
-local function slotTime(n, paused)
-  -- A pause drains the GCRA buckets it holds back: at its end each has
-  -- room for this request alone, drained by at most quota.PauseDrain
-  -- (package quota's doc, "After a pause").
-  if paused > 0 and not peek then
-    for i = 1, n do
-      local x = items[i]
-      if x.kind == 'g' then
-        x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
-      elseif x.kind == 'G' then
-        for q = 0, x.L - 1 do
-          x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+-- free lease admits at any time. With from, the fixpoint starts at from,
+-- set by by, and the pause has drained already: a Fair item's second and
+-- third fixpoints (fairDecide).
+local function slotTime(n, paused, from, by)
+  local t, decider, ok = now, -1, false
+  if from then
+    t, decider = from, by
+  else
+    -- A pause drains the GCRA buckets it holds back: at its end each has
+    -- room for this request alone, drained by at most quota.PauseDrain
+    -- (package quota's doc, "After a pause").
+    if paused > 0 and not peek then
+      for i = 1, n do
+        local x = items[i]
+        if x.kind == 'g' or x.kind == 'F' then
+          x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+        elseif x.kind == 'G' then
+          for q = 0, x.L - 1 do
+            x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+          end
         end
       end
     end
+    if paused > t then t, decider = paused, -2 end
   end
-  local t, decider, ok = now, -1, false
-  if paused > t then t, decider = paused, -2 end
   for _ = 1, 16 do
     local moved, beyond = false, false
     for i = 1, n do
@@ -770,6 +957,9 @@ local function slotTime(n, paused)
             e = f
           end
         end
+      elseif kind == 'F' then
+        e = x.tat + x.cost * x.T - x.fd
+        beyond = x.hz ~= nil and (e > x.hz or t > x.hz)
       end
       if e > t then t, decider, moved = e, i - 1, true end
       if beyond then break end
@@ -936,6 +1126,10 @@ local function decide(kb, ab)
   if err ~= nil then return err end
   local t, decider, ok, full = slotTime(n, paused)
   local allowed = not peek and full == nil and ok and t - now <= maxwait
+  local deferred
+  if cls and cls.fkb == kb then
+    t, decider, deferred = cls.fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+  end
   if full ~= nil and full.soonest > t then t = full.soonest end
   local reply = {0, now, t, decider}
   if allowed then reply[1] = 1 end
@@ -951,6 +1145,7 @@ local function decide(kb, ab)
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
   if cls then cls.classReply(reply, n, allowed) end
+  if deferred ~= nil then cls.fairReply(reply, n, allowed, deferred, t) end
   return reply
 end
 
