@@ -513,13 +513,15 @@ local function upperFns()
   end
 
   -- classReply does, for the n items of a request decided (allowed or
-  -- not), what items with classes add once their figures are in reply:
-  -- an admission of a class above the bottom records its activity, now,
-  -- for ActiveFor; and it appends to reply (header, "Reply") per GCRA
-  -- item with classes the lane charged (-1 when denied), and for a peek
-  -- each lane's remaining and reset after, and per held item how long
-  -- each class read stays active.
-  local function classReply(reply, n, allowed)
+  -- not) at t, whose keys start after KEYS[kb], what items of the
+  -- upper-case kinds add once their figures are in reply: an admission
+  -- of a class above the bottom records its activity, now, for
+  -- ActiveFor; and it appends to reply (header, "Reply") per GCRA item
+  -- with classes the lane charged (-1 when denied), and for a peek each
+  -- lane's remaining and reset after, and per held item how long each
+  -- class read stays active; then, for a request with Fair items, what
+  -- fairReply does.
+  local function classReply(reply, n, allowed, t, kb)
     for i = 1, n do
       local x = items[i]
       if x.kind == 'G' then
@@ -544,6 +546,7 @@ local function upperFns()
         end
       end
     end
+    if cls.fkb == kb then cls.fairReply(reply, n, allowed, t) end
   end
 
   -- parseFair returns the item of Fair key k (header, "Fair share")
@@ -625,9 +628,10 @@ local function upperFns()
   -- horizon, says whether the request is deferred (its time within
   -- maxwait); if not, a third one, every Fair item at the request's own
   -- tolerance with no horizon, gives a denial's time. It returns the
-  -- time, the decider and whether the request is deferred. slotTime runs
-  -- the fixpoints. A peek only reads: it runs neither. Each Fair item is
-  -- then a GCRA item of K for the reply (replyItems).
+  -- time and the decider, and keeps whether the request is deferred for
+  -- fairReply (cls.deferred). slotTime runs the fixpoints. A peek only
+  -- reads: it runs neither. Each Fair item is then a GCRA item of K for
+  -- the reply (replyItems).
   local function fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
     local deferred = false
     if not ok and full == nil and not peek then
@@ -656,7 +660,8 @@ local function upperFns()
     for i = 1, n do
       if items[i].kind == 'F' then items[i].kind = 'g' end
     end
-    return t, decider, deferred
+    cls.deferred = deferred
+    return t, decider
   end
 
   -- bookLane charges Fair item x's lane its cost at t, a GCRA charge in
@@ -698,7 +703,8 @@ local function upperFns()
   -- active set's members and weight after the decision's expiry (before
   -- the tenant joins), how far the lane is booked past now and how long
   -- until it would give a request of cost 1 its appointment.
-  local function fairReply(reply, n, allowed, deferred, t)
+  local function fairReply(reply, n, allowed, t)
+    local deferred = cls.deferred
     if deferred then reply[1] = 2 end
     for i = 1, n do
       local x = items[i]
@@ -1126,9 +1132,8 @@ local function decide(kb, ab)
   if err ~= nil then return err end
   local t, decider, ok, full = slotTime(n, paused)
   local allowed = not peek and full == nil and ok and t - now <= maxwait
-  local deferred
   if cls and cls.fkb == kb then
-    t, decider, deferred = cls.fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+    t, decider = cls.fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
   end
   if full ~= nil and full.soonest > t then t = full.soonest end
   local reply = {0, now, t, decider}
@@ -1144,8 +1149,7 @@ local function decide(kb, ab)
   if learned then
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
-  if cls then cls.classReply(reply, n, allowed) end
-  if deferred ~= nil then cls.fairReply(reply, n, allowed, deferred, t) end
+  if cls then cls.classReply(reply, n, allowed, t, kb) end
   return reply
 end
 
