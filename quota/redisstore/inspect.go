@@ -282,12 +282,15 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 
 // Reset deletes the state of the item keys keys within tag (with the
 // record of cancelled reservations kept beside a GCRA item, the lanes of
-// a GCRA limit with classes and their records, and the activity record
-// of a limit with classes), in one round trip: each limit is back to
-// idle, with its full capacity, and no class holds a reserve. Requests in
-// flight that reserved a slot are forgotten, so a reset can admit more
-// than the limit allows for a moment; it is an operator's lever, not part
-// of a decision.
+// a GCRA limit with classes and their records, the activity record of a
+// limit with classes, and a Fair limit's active set), in one round trip:
+// each limit is back to idle, with its full capacity, no class holds a
+// reserve and no tenant counts as active. Requests in flight that
+// reserved a slot are forgotten, so a reset can admit more than the limit
+// allows for a moment; it is an operator's lever, not part of a decision.
+// A Fair limit's tenants' lanes stay (their keys name tenants, which the
+// item key does not): a lane orders only its own tenant's waits, and
+// expires at its last booked slot.
 func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if tag == "" {
 		return fmt.Errorf("%w reset: empty tag", quota.ErrInvalid)
@@ -295,13 +298,13 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ks := make([]string, 0, (1+quota.MaxClasses)*2*len(keys))
+	ks := make([]string, 0, (3+quota.MaxClasses*2)*len(keys))
 	for _, k := range keys {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
 		item := s.redisKey(KeyItem, tag, k)
-		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item))
+		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item), s.companion(item, KeyFairSet), s.companion(item, KeyFairWeights))
 		// Every lane a limit may have: the key says nothing of its
 		// limit, and deleting a key that does not exist costs little.
 		for lane := 0; lane < quota.MaxClasses-1; lane++ {
