@@ -51,9 +51,10 @@ function below is a closure made per call, about 0.1 µs of Redis time
 whether it is used or not: the path of GCRA and window items (parse,
 slot, charge, flush) is a few functions, and the kinds that always go
 alone (rolling windows, concurrency) share one to parse and one to charge.
-The functions of limits with classes and paced windows are made only by
-a call that has one (classFns): a plain call runs 4 Lua instructions more
-for them than before they existed (of about 430 for a lone GCRA limit).
+The functions of the upper-case kinds (limits with classes, paced windows
+and Fair limits) are made only by a call that has one (upperFns): a plain
+call runs 4 Lua instructions more for classes than before they existed,
+and 3 more for fair share (of about 430 for a lone GCRA limit).
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -165,10 +166,53 @@ A window that cannot admit x at all sends the request to the next window,
 as an unpaced one does. D is below 2^52 µs, so every term is exact but
 the product, whose rounding the ceiling absorbs.
 
+Fair share. A Fair limit ("F"; package quota's doc, "Fair share") is a
+GCRA limit of key K shared among the tenants of its requests. Its extra
+keys, in the request's hash tag, are the tenant's lane (a GCRA tat,
+read and written through the call's view like K, and expiring at its
+tat), the active set (a ZSET: tenant part -> the µs it was last seen) and
+its weights (a HASH: part -> weight, and "" -> W, their sum). A decision
+reads K and the lane in one MGET, the set's newest score (ZRANGE -1 -1),
+and when that is live (seen + span > now) its stale members, at most 16,
+lowest in (score, part) as a ZSET orders them (ZRANGE BYSCORE LIMIT),
+with their weights, the tenant's own and W in one HMGET; when no member
+is live the set counts as empty, as its expiry would leave it. W is the
+recorded sum, less the stale members' weights and the tenant's old
+weight, plus its weight w. The lane: Ti = min(ceil(T * W / w),
+floor(2^51 / B)) (a double product, then the quotient, then ceil: Go's
+float64 expression to the µs; T*W may pass 2^53, where both round
+alike), at least 1, and bi = max(1, floor(B * w / W)) (exact: B*w is
+below 2^53 by the limit's validation). With ltat = max(lane, now), the
+request is within its share when it has no Appointment and ltat + cost*Ti
+- bi*Ti <= now + T; K then admits it at t >= tat + cost*T - DVT up to now
++ T; back at an appointment, at t >= tat + cost*T - (DVT - min(h, B -
+cost)*T) up to now; over its share, leaving min(2h, B - cost) instead
+(h = max(1, floor(B/10))). Past that latest slot the fixpoint stops
+(beyond). Then, unless a lease cap is full, a second fixpoint from the
+latest of now, the pause and the appointments (max(now, ltat + cost*Ti
+- bi*Ti) without Appointment, now with it), every Fair item at an
+appointment's tolerance and with no horizon, gives a deferral's time;
+within the max wait the request is deferred (reply allowed = 2): a lane
+without Appointment is booked at its appointment a (a GCRA charge:
+max(ltat, a) + cost*Ti), the set is written, nothing else is charged.
+Otherwise a third fixpoint, every Fair item at the request's own
+tolerance with no horizon, gives the denial's time, and nothing is
+written. An admission within its share charges the lane at the slot
+beside K. An admission or a deferral writes the set at once (so that the
+next request of the call reads it): the stale members leave (ZREM,
+HDEL; UNLINK of both keys when none was live), the tenant is added
+(ZADD now, HSET of its weight and W), and both keys expire the span past
+now (PEXPIRE). Fair requests are coalesced like any GCRA and window
+stack, but never reuse the request before them. Cancel and Settle act on
+the lane charged as on a GCRA key of its own (cancel.lua, after.lua). A
+peek runs neither the second fixpoint nor the third, and adds the
+set's size (ZCARD).
+
 KEYS  per request: its n item keys, in stack order, then its np pause
       keys, then its nx extra keys, in stack order: a learning item's
       learned key, a GCRA item with classes' lanes 0 .. L-2, a held
-      item's activity record
+      item's activity record, a Fair item's tenant's lane, active set
+      and weights
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
       request:
       its count of ARGV entries (these five included), max wait (µs), n,
@@ -186,15 +230,21 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
                                                       or paced,
         "R", the "r" entries, the class part          a rolling window or
         "C", the "c" entries, the class part          a concurrency limit
-                                                      with classes
+                                                      with classes, or
+        "F", cost, T (µs), DVT (µs), B, span (µs), part, w, appointment
+                                                      a Fair limit
       where cost is what the request counts for in that limit, c the
       request's class in it, and the class part: c, 1 when admitting
       records c's activity (a class above the bottom) else 0, ActiveFor
       (µs), then Hold(0) .. Hold(c-1); a peek sends the bottom class, so
-      that every class's activity is read
+      that every class's activity is read; for a Fair limit B is its
+      burst, span quota.Limit.FairSpan, part and w the tenant's part
+      (quota.FairPart) and weight, appointment 1 when the request comes
+      back at one, else 0
 Reply per request, either an error (the server's now is outside B0..B4,
-      or a command failed, e.g. WRONGTYPE) or: allowed (1 or 0), now, t
-      (the slot time), decider (0-based item, -1 none, -2 a pause), then
+      or a command failed, e.g. WRONGTYPE) or: allowed (1, 0, or 2 when
+      deferred), now, t (the slot time; when deferred, the appointment's
+      time), decider (0-based item, -1 none, -2 a pause), then
       per item: remaining, reset after (µs), mark (GCRA: the tat set;
       window: the window start charged; rolling: the bucket start charged;
       concurrency: 0; 0 when denied), prev (GCRA, when admitted: the
@@ -216,6 +266,14 @@ Reply per request, either an error (the server's now is outside B0..B4,
       (-1 when denied), and for a peek then each lane's remaining and
       reset after (µs); for a peek, per held item, per class read, how
       long its reserve stays held (µs, 0 when the class is not active).
+      After those, per Fair item, in stack order, its lane's mark and
+      prev (the tat an admission within its share set and the stored tat
+      it replaced; 0 and 0 when the lane was not charged), Ti and bi; and
+      for a peek then the active set's members and W after the decision's
+      expiry, before the tenant joins (0 and 0 when no member is live),
+      how far the lane is booked past now (µs, 0 when idle) and how long
+      until it would give a request of cost 1 its appointment (µs, 0:
+      at once).
 ]]
 
 -- now, slack, ttl and drain come from prelude.lua.
