@@ -631,10 +631,10 @@ local function upperFns()
       for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
     end
     -- The active set. No member live (or none): forgotten, as its
-    -- expiry would (fresh: a set to drop when written). Else the stale
-    -- members lowest in (seen, part), at most 16, leave (drop); then
-    -- the tenant joins or is refreshed.
-    local setW, own, drop, fresh = 0, nil, {}, false
+    -- expiry would, both keys dropped when it is written. Else the stale
+    -- members lowest in (seen, part), at most 16, leave (drop); then the
+    -- tenant joins or is refreshed.
+    local setW, own, drop = 0, nil, {}
     local newest = redis.call('ZRANGE', zk, -1, -1, 'WITHSCORES')
     local live = #newest > 0 and tonumber(newest[2]) + span > now
     if live then
@@ -645,8 +645,6 @@ local function upperFns()
         setW = setW - (tonumber(v[j + 2]) or 0)
         if drop[j] == p then own = nil end
       end
-    else
-      fresh = #newest > 0
     end
     local W = setW - (own or 0) + w
     if W < w then W = w end -- only a hash changed by hand: never a lane faster than the whole limit
@@ -662,7 +660,7 @@ local function upperFns()
     local held = dvt - math.min(h, B - cost) * T
     local x = {kind = 'F', key = k, cost = cost, T = T, dvt = dvt, stored = gval[k], held = held,
       fk = lk, lst = lst, ltat = ltat, Ti = Ti, bi = bi, zk = zk, wk = wk, p = p, w = w, W = W,
-      setW = setW, drop = drop, live = live, fresh = fresh, span = span, appt = appt, a = now,
+      setW = setW, drop = drop, live = live, span = span, appt = appt, a = now,
       inshare = not appt and due <= now + T}
     x.tat = math.max(x.stored, now)
     if x.inshare then
@@ -736,9 +734,10 @@ local function upperFns()
 
   -- record writes Fair item x's active set as its decision found it, the
   -- tenant seen now: at once, so that the next request of the call reads
-  -- it. Both keys expire the span past this write.
+  -- it. A set with no member live is dropped whole first (with what its
+  -- weights may still hold). Both keys expire the span past this write.
   local function record(x)
-    if x.fresh then
+    if not x.live then
       redis.call('UNLINK', x.zk, x.wk)
     elseif #x.drop > 0 then
       redis.call('ZREM', x.zk, unpack(x.drop))
