@@ -233,9 +233,9 @@ func TestFairCommands(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	st := newStore(t, srv.Client(t), nil)
-	// 1000 a minute: the burst is spent long before it refills, on the
-	// server's clock however slow the machine.
-	l := gcra("shared", 1000, time.Minute, 0)
+	// 1000 an hour (T 3.6s): the burst is spent long before one event
+	// refills, on the server's clock however slow the machine.
+	l := gcra("shared", 1000, time.Hour, 0)
 	l.Fair = true
 	req := fairStack(l, "acme", 1)
 	reserve(t, st, req, 1, 0) // loads the script
