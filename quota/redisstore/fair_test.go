@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,4 +356,64 @@ func TestFairOnCluster(t *testing.T) {
 			t.Fatalf("%s: Inspect: %v", tenant, err)
 		}
 	}
+}
+
+// TestFairConcurrent: decisions of many goroutines on one Fair limit,
+// however they are coalesced, never admit past K's burst (on a stopped
+// clock nothing refills), K's tat counts each admitted one once, and the
+// active set stays whole: one member and one weight per tenant, and W
+// their sum.
+func TestFairConcurrent(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	st := newStore(t, client, quotatest.NewClock(start))
+	ctx := context.Background()
+	l := gcra("shared", 50, time.Hour, 0) // T 72s, burst 50
+	l.Fair = true
+	tenants := []string{"", "acme", "b-2", "{c d}", "e"}
+	const goroutines, each = 8, 40
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				req := fairStack(l, tenants[(g+i)%len(tenants)], int64(1+(g+i)%len(tenants)))
+				res, err := st.Reserve(ctx, &req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := admitted.Load()
+	if n == 0 || n > 50 {
+		t.Fatalf("%d admitted, want some and at most the burst, 50", n)
+	}
+	item := st.Key("p", "shared")
+	if got, _ := client.Get(ctx, item).Int64(); got != start.UnixMicro()+n*l.Interval() {
+		t.Errorf("K's tat %d, want %d: one interval per admitted request", got-start.UnixMicro(), n*l.Interval())
+	}
+	members := client.ZRange(ctx, st.companion(item, KeyFairSet), 0, -1).Val()
+	weights := client.HGetAll(ctx, st.companion(item, KeyFairWeights)).Val()
+	var sum int64
+	for _, p := range members {
+		w, ok := weights[p]
+		if !ok {
+			t.Errorf("member %s has no weight", p)
+		}
+		var x int64
+		fmt.Sscan(w, &x)
+		sum += x
+	}
+	if len(members) != len(tenants) || len(weights) != len(tenants)+1 || weights[""] != fmt.Sprint(sum) {
+		t.Errorf("active set %v, weights %v: want %d tenants, each with a weight, and W their sum", members, weights, len(tenants))
+	}
+	t.Logf("%d of %d admitted", n, goroutines*each)
 }
