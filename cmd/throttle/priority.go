@@ -39,7 +39,7 @@ func printPriority(w io.Writer, p *providers.Provider) {
 				// Released for the last max(1%, reserve) of the window (package
 				// quota's doc, "Pacing").
 				pace += fmt.Sprintf(", %d kept for %s until the last %g%% of the window",
-					quota.Share(q.PaceReserve, q.Rate), pr.Classes[0], float64(max(q.PaceReserve, quota.BasisPoints/100))/100)
+					quota.Portion(q.PaceReserve, q.Rate), pr.Classes[0], float64(max(q.PaceReserve, quota.BasisPoints/100))/100)
 			}
 			parts = append(parts, pace)
 		}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -202,4 +203,130 @@ func BenchmarkCancelHoles(b *testing.B) {
 			b.ReportMetric(float64(holes), "holes")
 		})
 	}
+}
+
+// BenchmarkFairTenantsMemory measures what an active tenant of a Fair
+// limit costs Redis: its member in the active set (a ZSET), its field in
+// the weights (a HASH) and its lane (a string key with a TTL). 10^5
+// tenants (a value like "acct_100000000000001", weight 1, as
+// quota.BenchmarkMemoryStoreFairTenants has them) each make one decision
+// on one Fair limit, on a stopped clock. B/tenant is MEMORY USAGE
+// (SAMPLES 0: every element counted) of the set, the weights and every
+// lane, divided by the tenants, and set-, weights- and lane-B/tenant
+// each of the three; used-B/tenant is the growth of the server's
+// used_memory, which counts the keyspace's own tables too (a lane's
+// entries in the keys' and the expiries' tables). median-server-µs is
+// the median script time, by SLOWLOG, of the last 1000 decisions, with
+// the set full; plain-server-µs that of 1000 decisions of a plain GCRA
+// limit interleaved with them, for scale on a machine whose load
+// inflates both. FAIR_TENANTS sets another number of tenants.
+//
+//	go test -run '^$' -bench FairTenantsMemory -benchtime 1x ./quota/redisstore/
+func BenchmarkFairTenantsMemory(b *testing.B) {
+	tenants := 100_000
+	if v, err := strconv.Atoi(os.Getenv("FAIR_TENANTS")); err == nil {
+		tenants = v
+	}
+	srv := redistest.Start(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 16})
+	b.Cleanup(func() { _ = client.Close() })
+	ctx := context.Background()
+	l := &quota.Limit{Name: "shared", Kind: quota.GCRA, Rate: 1_000_000, Period: time.Second, Fair: true}
+	usedMemory := func() int64 {
+		info := client.Info(ctx, "memory").Val()
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		b.Fatal("no used_memory in INFO memory")
+		return 0
+	}
+	var per, set, weights, lane, used float64
+	var median, plainMedian time.Duration
+	plain := stack("p", gcra("plain", 1_000_000, time.Second, 0))
+	for range b.N {
+		st, err := New(client, Options{Prefix: uniquePrefix(), Clock: quotatest.NewClock(start), Timeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reserve := func(i int) {
+			req := quota.Request{Tag: "p", Items: []quota.Item{{Limit: l, Key: "shared"}},
+				Share: quota.Share{Key: "acct_" + strconv.FormatInt(1e14+int64(i), 10)}}
+			if res, err := st.Reserve(ctx, &req); err != nil || !res.Allowed {
+				b.Errorf("Reserve: %v, %v", res, err)
+			}
+		}
+		reserve(-1) // loads the script
+		base := usedMemory()
+		const g = 16
+		var wg sync.WaitGroup
+		for w := range g {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < tenants-1000 && !b.Failed(); i += g {
+					reserve(i)
+				}
+			}()
+		}
+		wg.Wait()
+		client.ConfigSet(ctx, "slowlog-max-len", "2100")
+		client.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+		client.SlowLogReset(ctx)
+		for i := tenants - 1000; i < tenants; i++ {
+			reserve(i)
+			r := plain
+			if _, err := st.Reserve(ctx, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		client.ConfigSet(ctx, "slowlog-log-slower-than", "-1")
+		if b.Failed() {
+			return
+		}
+		var calls, plainCalls []time.Duration
+		for _, lg := range client.SlowLogGet(ctx, 2100).Val() {
+			if len(lg.Args) < 4 || !strings.EqualFold(lg.Args[0], "evalsha") {
+				continue
+			}
+			if n, _ := strconv.Atoi(lg.Args[2]); n > 1 { // KEYS: the Fair item's and its three
+				calls = append(calls, lg.Duration)
+			} else {
+				plainCalls = append(plainCalls, lg.Duration)
+			}
+		}
+		slices.Sort(calls)
+		slices.Sort(plainCalls)
+		median, plainMedian = calls[len(calls)/2], plainCalls[len(plainCalls)/2]
+		used = float64(usedMemory()-base) / float64(tenants)
+		item := st.Key("p", "shared")
+		setB := client.MemoryUsage(ctx, st.companion(item, KeyFairSet), 0).Val()
+		weightsB := client.MemoryUsage(ctx, st.companion(item, KeyFairWeights), 0).Val()
+		if n := client.ZCard(ctx, st.companion(item, KeyFairSet)).Val(); n != int64(tenants)+1 {
+			b.Fatalf("%d tenants in the active set, want %d", n, tenants+1)
+		}
+		pipe := client.Pipeline()
+		lanes := make([]*redis.IntCmd, tenants)
+		for i := range lanes {
+			lanes[i] = pipe.MemoryUsage(ctx, st.FairLaneKey("p", "shared", "acct_"+strconv.FormatInt(1e14+int64(i), 10)), 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		var lanesB int64
+		for _, c := range lanes {
+			lanesB += c.Val()
+		}
+		n := float64(tenants)
+		per, set, weights, lane = float64(setB+weightsB+lanesB)/n, float64(setB)/n, float64(weightsB)/n, float64(lanesB)/n
+	}
+	b.ReportMetric(per, "B/tenant")
+	b.ReportMetric(set, "set-B/tenant")
+	b.ReportMetric(weights, "weights-B/tenant")
+	b.ReportMetric(lane, "lane-B/tenant")
+	b.ReportMetric(used, "used-B/tenant")
+	b.ReportMetric(float64(median.Microseconds()), "median-server-µs")
+	b.ReportMetric(float64(plainMedian.Microseconds()), "plain-server-µs")
 }

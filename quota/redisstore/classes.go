@@ -55,7 +55,7 @@ func makeClassArgs(l *quota.Limit) classArgs {
 		}
 		a.span = l.ActiveSpan().Microseconds()
 	}
-	a.paceLow = l.Rate - quota.Share(l.PaceReserve, l.Rate)
+	a.paceLow = l.Rate - quota.Portion(l.PaceReserve, l.Rate)
 	a.paceReserve = l.PaceReserve
 	return a
 }
@@ -133,21 +133,33 @@ func appendClass(args []any, st *limitArgs, l *quota.Limit, class int, peek bool
 // extra counts the keys and reply entries of a request beyond its item
 // and pause keys and its items' four reply entries each.
 type extra struct {
-	keys    int // extra keys: learned keys, lanes, activity records
+	keys    int // extra keys: learned keys, lanes, activity records, tenants' lanes and active sets
 	learned int // learning items: one learned key and one reply entry each
 	laned   int // GCRA items with classes: one reply entry each, the lane charged
+	fair    int // Fair items: three extra keys and fairEntries reply entries each
+	// part is, for a stack with a Fair item, its tenant's part
+	// (quota.FairPart of the request's Share.Key).
+	part string
 }
 
 // extraKeys appends to keys (req's, as keys returns them) each item's
 // extra keys, in stack order (reserve.lua's KEYS after the pause keys): a
 // learning item's learned key; a GCRA item with classes the keys of its
 // lanes but the bottom one (the item key), the top first; a Window,
-// Rolling or Concurrency item with classes its activity record.
+// Rolling or Concurrency item with classes its activity record; a Fair
+// item its tenant's lane, its active set and the set's weights.
 func (s *Store) extraKeys(req *quota.Request, keys []string) ([]string, extra) {
 	var x extra
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		switch {
+		case l.Fair:
+			if x.fair == 0 {
+				x.part = quota.FairPart(req.Share.Key)
+			}
+			keys = append(keys, s.fairLaneKey(keys[i], x.part), s.companion(keys[i], KeyFairSet), s.companion(keys[i], KeyFairWeights))
+			x.keys += 3
+			x.fair++
 		case l.Learn:
 			keys = append(keys, s.learnedKey(keys[i]))
 			x.keys++
@@ -347,9 +359,9 @@ func paceLine(l *quota.Limit, class int, now time.Time) int64 {
 	rl := l.Rate
 	switch {
 	case class == 0 || l.PaceReserve == 0:
-		f += quota.Share(l.PaceReserve, d)
+		f += quota.Portion(l.PaceReserve, d)
 	case at < l.PaceRelease(s, e):
-		rl -= quota.Share(l.PaceReserve, l.Rate)
+		rl -= quota.Portion(l.PaceReserve, l.Rate)
 	}
 	// paceTime only grows with x: the largest x in [0, rl] at or before
 	// at, by bisection.

@@ -50,7 +50,7 @@ func TestOneCallDecidesInOrder(t *testing.T) {
 	var d [4]decision
 	var errs [4]error
 	for i, x := range vals {
-		d[i], errs[i] = parseReserve(x, 1, 0, 0)
+		d[i], errs[i] = parseReserve(x, 1, extra{})
 		if (errs[i] != nil) != (i == 1) {
 			t.Fatalf("decision %d: %v", i, errs[i])
 		}
@@ -112,7 +112,7 @@ func TestConcurrentDecisionsCoalesced(t *testing.T) {
 // stack of GCRA and window limits.
 func pendingOf(s *Store, req quota.Request) *pending {
 	keys, x := s.extraKeys(&req, s.keys(&req))
-	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x.keys, nil)
+	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x, nil)
 	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args}
 }
 
@@ -123,7 +123,10 @@ func pendingOf(s *Store, req quota.Request) *pending {
 // them again) mixed with others on the same keys, with and without a
 // pause in force, on a stopped clock so that both see one now. Stacks
 // with priority classes (a GCRA limit's lanes, a window's reserves) and a
-// paced window are coalesced too, each request of a random class.
+// paced window are coalesced too, each request of a random class, and so
+// are stacks with Fair limits, each request of a random tenant and
+// weight, some back at an appointment (the active sets are written at
+// once, the lanes through the call's view).
 func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -136,13 +139,19 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 	held.Reserve = []int64{2500, 2500}
 	paced := window("paced", 100, quota.Hour, time.UTC)
 	paced.Pace, paced.PaceReserve, paced.Reserve = true, 3000, []int64{0, 0}
+	shared := gcra("shared", 10, time.Second, 4)
+	shared.Fair = true
+	sharedMinute := gcra("shared-minute", 30, time.Minute, 12)
+	sharedMinute.Fair = true
 	limits := []*quota.Limit{
 		gcra("peak", 5, time.Second, 8),
 		gcra("minute", 40, time.Minute, 0),
 		window("daily", 30, quota.Day, time.UTC),
 		window("hourly", 12, quota.Hour, time.UTC),
-		lanes, held, paced,
+		lanes, held, paced, shared, sharedMinute,
 	}
+	tenants := []string{"", "acme", "b-2", "{c d}"}
+	deferred := 0 // fair requests deferred in a call of several
 	random := func() quota.Request {
 		var ls []*quota.Limit
 		for _, l := range limits {
@@ -161,6 +170,10 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 		}
 		if rng.IntN(3) == 0 {
 			req.Pauses = []string{"pause"}
+		}
+		if req.HasFair() {
+			req.Share = quota.Share{Key: tenants[rng.IntN(len(tenants))], Weight: int64(rng.IntN(4))}
+			req.Appointment = rng.IntN(4) == 0
 		}
 		return req
 	}
@@ -194,9 +207,12 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if r, ok := got.([]any); ok && len(reqs) > 1 && r[0] == int64(2) {
+				deferred++
+			}
 			if !reflect.DeepEqual(together[i], got) {
-				t.Fatalf("round %d, request %d of %d (%d items, cost %d, wait %v, pauses %v): in one call %v, alone %v",
-					round, i, len(reqs), len(req.Items), req.Cost, req.MaxWait, req.Pauses, together[i], got)
+				t.Fatalf("round %d, request %d of %d (%d items, cost %d, wait %v, pauses %v, share %+v, appointment %v): in one call %v, alone %v",
+					round, i, len(reqs), len(req.Items), req.Cost, req.MaxWait, req.Pauses, req.Share, req.Appointment, together[i], got)
 			}
 		}
 		a, b := snapshot(t, client, one.prefix), snapshot(t, client, alone.prefix)
@@ -211,6 +227,10 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 			}
 		}
 	}
+	if deferred == 0 {
+		t.Error("no fair request was deferred in a call of several: the test shows nothing of deferrals")
+	}
+	t.Logf("%d fair requests deferred in calls of several", deferred)
 }
 
 // TestCoalesceKindClash: one call with a GCRA and a window decision on
@@ -236,7 +256,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals := v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0, 0)
+		d, err := parseReserve(x, 1, extra{})
 		if clash := i == 2 || i == 4; clash {
 			if !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision %d (window after GCRA): %v, want WRONGTYPE, ErrState", i, err)
@@ -265,7 +285,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals = v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0, 0)
+		d, err := parseReserve(x, 1, extra{})
 		if i == 1 {
 			if !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision 1 (GCRA after window): %v, want WRONGTYPE", err)

@@ -29,6 +29,9 @@
 //	<prefix>{!refusals}:<provider>:<limit>  (the fleet's recent refusals; refusals.go)
 //	<prefix>{<tag>}:!lane<k>:<item key>     (lane k of a GCRA item with classes)
 //	<prefix>{<tag>}:!seen:<item key>        (a held item's record of active classes)
+//	<prefix>{<tag>}:!fair:<item key>:<part> (a tenant's lane of a Fair item)
+//	<prefix>{<tag>}:!fairz:<item key>       (a Fair item's active tenants)
+//	<prefix>{<tag>}:!fairw:<item key>       (a Fair item's active tenants' weights)
 //
 // where tag and keys pass through quota.SafeKey. One function writes this
 // layout (keys.go) and Store.ParseKey reads it back, with the KeyKind of
@@ -81,7 +84,17 @@
 // classes below it read and which expires the limit's ActiveFor after
 // its last write. Store.LaneKey gives a lane's key; Inspect reports the
 // lanes and the active classes (ItemState.Lanes, ItemState.Held,
-// Snapshot.Headroom). Every key expires when its state is back to idle; a
+// Snapshot.Headroom). A Fair limit (quota.Limit.Fair; package quota's
+// doc, "Fair share") keeps, beside its item key K, a lane per tenant
+// ("!fair:<K>:<part>", part the tenant's quota.FairPart, which holds no
+// ":"), a GCRA tat at the tenant's fair rate that expires at its tat and
+// has its own "!cancelled:" record, and the active set: a sorted set
+// "!fairz:<K>" of tenant parts scored by when each was last seen (µs),
+// and a hash "!fairw:<K>" of their weights, with the field "" holding
+// their sum; both expire the limit's FairSpan after their last write.
+// Store.FairLaneKey gives a tenant's lane's key; Inspect reports the
+// active set and the tenant's lane (ItemState.Fair). Every key expires
+// when its state is back to idle; a
 // pause key quota.PauseDrain after the pause, while it still drains the
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
@@ -116,7 +129,9 @@
 // decision queues only when its time left covers what the call in flight
 // should still take plus a call of its own (one and a half times the mean
 // of recent calls), and leaves the queue to go alone, beside the call in
-// flight, once its time left falls below that. Only stacks of GCRA and calendar window limits are coalesced;
+// flight, once its time left falls below that. Only stacks of GCRA and calendar window limits are coalesced
+// (with or without classes, pacing or fair share: a Fair item's active
+// set is written at once, so the next decision of the call reads it);
 // stacks with rolling windows or concurrency limits always go alone.
 //
 // # Failure

@@ -90,6 +90,12 @@ func snapshot(t testing.TB, c redis.UniversalClient, prefix string) map[string]k
 			}
 			sort.Strings(fs)
 			ks.value = strings.Join(fs, ",")
+		case "zset":
+			var fs []string
+			for _, z := range c.ZRangeWithScores(ctx, k, 0, -1).Val() {
+				fs = append(fs, fmt.Sprintf("%v=%.0f", z.Member, z.Score))
+			}
+			ks.value = strings.Join(fs, ",")
 		}
 		ks.pttl = c.PTTL(ctx, k).Val()
 		out[k] = ks

@@ -81,6 +81,10 @@ type ItemState struct {
 	// request admitted within the limit's ActiveFor, so that its reserve
 	// is free for them. Nil for any other limit.
 	Held []time.Duration
+	// Fair is, for a Fair limit (quota.Limit.Fair), its active tenants
+	// and the inspected request's tenant's lane. Status is the limit's
+	// own (its key K's, as any GCRA limit's). Nil for any other limit.
+	Fair *FairState
 }
 
 // Inspect reads the state of req's limits and pauses in one round trip,
@@ -117,7 +121,7 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	extras := make([]extra, len(reqs))
 	for i, req := range reqs {
 		keys[i], extras[i] = s.extraKeys(req, s.keys(req))
-		args[i] = s.peekArgs(req, extras[i].keys, clientNow)
+		args[i] = s.peekArgs(req, extras[i], clientNow)
 	}
 	out := make([]Snapshot, len(reqs))
 	if len(reqs) == 0 {
@@ -177,18 +181,19 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full
 	return cmds
 }
 
-// peekArgs returns the ARGV of a peek of req, whose keys end with nx
-// extra keys (extraKeys): reserve.lua's, for one request of cost 0 and no
-// max wait, with "peek" for the TTL slack. clientNow places the calendar
-// windows, as Reserve does.
-func (s *Store) peekArgs(req *quota.Request, nx int, clientNow time.Time) []any {
+// peekArgs returns the ARGV of a peek of req, whose keys end with the
+// extra keys x counts (extraKeys): reserve.lua's, for one request of cost
+// 0 and no max wait, with "peek" for the TTL slack. clientNow places the
+// calendar windows, as Reserve does.
+func (s *Store) peekArgs(req *quota.Request, x extra, clientNow time.Time) []any {
 	np := len(req.Pauses)
 	if s.readsOver(req) {
 		np++
 	}
-	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, nx}
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, x.keys}
+	sh := shareOf(req, x)
 	for i := range req.Items {
-		args, _ = s.appendItem(args, req.Items[i].Limit, 0, req.Class, true, "", clientNow)
+		args, _ = s.appendItem(args, req.Items[i].Limit, 0, req.Class, sh, true, "", clientNow)
 	}
 	args[3] = len(args) - 3 // the request's count of ARGV entries
 	return args
@@ -214,6 +219,7 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 	n, nl := len(req.Items), x.learned
 	np := len(keys) - n - x.keys
 	nc := classEntries(req)
+	nf := (fairEntries + fairPeekEntries) * x.fair
 	out, ok := v.([]any)
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
@@ -222,11 +228,11 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 		return snap, err
 	}
 	vals, ok := out[0].([]any)
-	if want := 4 + (4+perItem)*n + np + nl + nc; !ok || len(vals) != want {
+	if want := 4 + (4+perItem)*n + np + nl + nc + nf; !ok || len(vals) != want {
 		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
 	}
-	tail := len(vals) - nl - nc // where the learned rates start
-	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, nl, 0)
+	tail := len(vals) - nl - nc - nf // where the learned rates start
+	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, extra{learned: nl})
 	if err != nil {
 		return snap, err
 	}
@@ -256,6 +262,11 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 			return snap, err
 		}
 	}
+	if nf > 0 {
+		if err := parseFairPeek(req, snap.Items, vals[tail+nl+nc:]); err != nil {
+			return snap, err
+		}
+	}
 	snap.Pauses = make([]time.Time, np)
 	for p, until := range ints[perItem*n:] {
 		if until == 0 {
@@ -271,12 +282,15 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 
 // Reset deletes the state of the item keys keys within tag (with the
 // record of cancelled reservations kept beside a GCRA item, the lanes of
-// a GCRA limit with classes and their records, and the activity record
-// of a limit with classes), in one round trip: each limit is back to
-// idle, with its full capacity, and no class holds a reserve. Requests in
-// flight that reserved a slot are forgotten, so a reset can admit more
-// than the limit allows for a moment; it is an operator's lever, not part
-// of a decision.
+// a GCRA limit with classes and their records, the activity record of a
+// limit with classes, and a Fair limit's active set), in one round trip:
+// each limit is back to idle, with its full capacity, no class holds a
+// reserve and no tenant counts as active. Requests in flight that
+// reserved a slot are forgotten, so a reset can admit more than the limit
+// allows for a moment; it is an operator's lever, not part of a decision.
+// A Fair limit's tenants' lanes stay (their keys name tenants, which the
+// item key does not): a lane orders only its own tenant's waits, and
+// expires at its last booked slot.
 func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if tag == "" {
 		return fmt.Errorf("%w reset: empty tag", quota.ErrInvalid)
@@ -284,13 +298,13 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ks := make([]string, 0, (1+quota.MaxClasses)*2*len(keys))
+	ks := make([]string, 0, (3+quota.MaxClasses*2)*len(keys))
 	for _, k := range keys {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
 		item := s.redisKey(KeyItem, tag, k)
-		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item))
+		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item), s.companion(item, KeyFairSet), s.companion(item, KeyFairWeights))
 		// Every lane a limit may have: the key says nothing of its
 		// limit, and deleting a key that does not exist costs little.
 		for lane := 0; lane < quota.MaxClasses-1; lane++ {

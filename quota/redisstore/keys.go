@@ -19,6 +19,11 @@ import (
 //	<prefix>{<tag>}:!seen:<key>        KeySeen
 //	<prefix>{<tag>}:!cancelled:!lane<k>:<key>
 //	                                   KeyCancelled, of lane k
+//	<prefix>{<tag>}:!fair:<key>:<part> KeyFairLane (part a tenant's, quota.FairPart)
+//	<prefix>{<tag>}:!fairz:<key>       KeyFairSet
+//	<prefix>{<tag>}:!fairw:<key>       KeyFairWeights
+//	<prefix>{<tag>}:!cancelled:!fair:<key>:<part>
+//	                                   KeyCancelled, of a tenant's lane
 //	<prefix>{<filler>}:!copy:{<tag>}:!pause:<key>
 //	                                   a pause's copy (writeCopy; on a Ring,
 //	                                   the filler is the tag: ringCopyKey)
@@ -41,7 +46,10 @@ import (
 // namespace carries its class index ("!lane0:", "!lane1:"), so it is
 // written by laneKey and read by ParseKey apart from the fixed
 // namespaces; a lane's record of cancelled slots is the lane key's own
-// KeyCancelled companion.
+// KeyCancelled companion. A tenant's lane of a Fair limit ends with the
+// tenant's part, which holds no ":" (quota.FairPart), so the item key is
+// what lies between "!fair:" and the last ":"; it is written by
+// fairLaneKey and read by ParseKey apart from the fixed namespaces too.
 
 // A KeyKind says what a Redis key of the store holds.
 type KeyKind uint8
@@ -73,14 +81,33 @@ const (
 	// but the bottom one, whose lane is the item key itself. ParseKey
 	// returns the item key, not the lane's index.
 	KeyLane
+	// KeyFairLane is a tenant's lane of a Fair limit (package quota's
+	// doc, "Fair share"): the tenant's GCRA tat at its fair rate, which
+	// orders its waits. ParseKey returns the limit's item key, not the
+	// tenant (FairLaneKey builds the key of one).
+	KeyFairLane
+	// KeyFairSet is the companion of a Fair limit's item key that holds
+	// its active set: a sorted set of tenant parts, scored by the time
+	// (µs) each was last seen.
+	KeyFairSet
+	// KeyFairWeights is the companion of a Fair limit's item key that
+	// holds the active tenants' weights: a hash from tenant part to
+	// weight, and the field "" to their sum.
+	KeyFairWeights
 )
 
 // spaces are the namespaces that follow the tag, by kind. A lane's is
-// "!lane", its class index and ":" (laneKey).
+// "!lane", its class index and ":" (laneKey); a tenant's lane's is
+// "!fair:", then the item key, ":" and the tenant's part (fairLaneKey).
 var spaces = [...]string{KeyItem: "", KeyPause: "!pause:", KeyCancelled: "!cancelled:", KeyLearned: "!learned:",
-	KeySeen: "!seen:", KeyLane: "!lane"}
+	KeySeen: "!seen:", KeyLane: "!lane", KeyFairLane: "!fair:", KeyFairSet: "!fairz:", KeyFairWeights: "!fairw:"}
 
-// String returns "item", "pause", "cancelled", "learned", "seen" or "lane".
+// fixedSpaces are the kinds whose namespace is all that precedes the item
+// key: ParseKey cuts them as they are.
+var fixedSpaces = [...]KeyKind{KeyPause, KeyCancelled, KeyLearned, KeySeen, KeyFairSet, KeyFairWeights}
+
+// String returns "item", "pause", "cancelled", "learned", "seen", "lane",
+// "fair-lane", "fair-set" or "fair-weights".
 func (k KeyKind) String() string {
 	switch k {
 	case KeyItem:
@@ -95,6 +122,12 @@ func (k KeyKind) String() string {
 		return "seen"
 	case KeyLane:
 		return "lane"
+	case KeyFairLane:
+		return "fair-lane"
+	case KeyFairSet:
+		return "fair-set"
+	case KeyFairWeights:
+		return "fair-weights"
 	}
 	return fmt.Sprintf("KeyKind(%d)", uint8(k))
 }
@@ -189,18 +222,23 @@ func (s *Store) ParseKey(k string) (tag, key string, kind KeyKind, ok bool) {
 		return "", "", 0, false
 	}
 	kind = KeyItem
-	for k := KeyPause; k < KeyLane; k++ {
+	for _, k := range fixedSpaces {
 		if after, in := strings.CutPrefix(key, spaces[k]); in {
 			kind, key = k, after
 			break
 		}
 	}
-	// A lane's key, or (after "!cancelled:") a lane's record of
-	// cancelled slots.
-	if after, lane := cutLane(key); lane >= 0 && (kind == KeyItem || kind == KeyCancelled) {
-		key = after
+	// A lane's key or a tenant's lane's, or (after "!cancelled:") its
+	// record of cancelled slots.
+	if kind == KeyItem || kind == KeyCancelled {
+		lane := KeyItem
+		if after, k := cutLane(key); k >= 0 {
+			key, lane = after, KeyLane
+		} else if after, ok := cutFairLane(key); ok {
+			key, lane = after, KeyFairLane
+		}
 		if kind == KeyItem {
-			kind = KeyLane
+			kind = lane
 		}
 	}
 	if key == "" || quota.SafeKey(key) != key {
@@ -238,6 +276,39 @@ func cutLane(key string) (string, int) {
 		k = 10*k + int(c-'0')
 	}
 	return after, k
+}
+
+// cutFairLane cuts a tenant's lane's namespace off key: "!fair:", then
+// the item key, ":" and a tenant's part as quota.FairPart makes it. It
+// returns the item key, and false when key is no such lane's.
+func cutFairLane(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, spaces[KeyFairLane])
+	if !ok {
+		return key, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i <= 0 {
+		return key, false
+	}
+	if part := rest[i+1:]; part != "#" && (part == "" || quota.FairPart(part) != part) {
+		return key, false
+	}
+	return rest[:i], true
+}
+
+// FairLaneKey returns the Redis key of tenant's lane of the Fair item key
+// key within tag: <prefix>{<tag>}:!fair:<key>:<part>, part the tenant's
+// quota.FairPart (as quota.Share.Key names it: "" is the tenant "#").
+// Tools read it to show how far a tenant's waits are booked.
+func (s *Store) FairLaneKey(tag, key, tenant string) string {
+	return s.fairLaneKey(s.Key(tag, key), quota.FairPart(tenant))
+}
+
+// fairLaneKey returns the key of the lane of tenant part beside the Fair
+// item whose Redis key is itemKey, as laneKey does.
+func (s *Store) fairLaneKey(itemKey, part string) string {
+	i := s.afterTag(itemKey)
+	return itemKey[:i] + spaces[KeyFairLane] + itemKey[i:] + ":" + part
 }
 
 // LaneKey returns the Redis key of class k's lane of the GCRA item key

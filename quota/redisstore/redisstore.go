@@ -208,13 +208,13 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	n := len(req.Items)
 	keys, x := s.extraKeys(req, s.keys(req))
 	var boundsBuf [4]*windowArgs
-	c, bounds := s.reserveArgs(req, len(keys)-n-x.keys, x.keys, boundsBuf[:0])
+	c, bounds := s.reserveArgs(req, len(keys)-n-x.keys, x, boundsBuf[:0])
 
 	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
-	d, err := parseReserve(v, n, x.learned, x.laned)
+	d, err := parseReserve(v, n, x)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -222,7 +222,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		s.observe(d.now, d.t, d.allowed)
 	}
 	wait := quota.Micros(d.t - d.now)
-	res := quota.Result{Allowed: d.allowed, Decider: d.decider, Limits: d.limits}
+	res := quota.Result{Allowed: d.allowed, Deferred: d.deferred, Decider: d.decider, Limits: d.limits}
 	learnedRates(req, d)
 	if !d.allowed {
 		res.RetryAfter = wait
@@ -232,7 +232,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	if n == 0 { // nothing to give back or sync
 		return quota.NewReservation(res, quota.ReservationOps{}), nil
 	}
-	b, err := s.book(req, keys[:n:n], d, c.lease, bounds)
+	b, err := s.book(req, keys[:n:n], d, c.lease, bounds, x.part)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -259,12 +259,12 @@ type reserveCall struct {
 }
 
 // reserveArgs returns the call of req, whose keys end with np pause keys
-// and nx extra keys (extraKeys), and bounds with, per window item in
-// stack order, the window starts it sends appended. bounds is the
+// and the extra keys x counts (extraKeys), and bounds with, per window
+// item in stack order, the window starts it sends appended. bounds is the
 // caller's buffer (most stacks have a few windows at most), kept apart
 // from the call, whose args go to the heap, so that it can stay on the
 // caller's stack.
-func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
+func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windowArgs) (reserveCall, []*windowArgs) {
 	var c reserveCall
 	argc, windows := 5, 0
 	for i := range req.Items {
@@ -274,6 +274,9 @@ func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs
 			argc += 4
 			if l.Learn {
 				argc += 4
+			}
+			if l.Fair {
+				argc += fairArgc
 			}
 		case quota.Concurrency:
 			argc += 4
@@ -298,10 +301,11 @@ func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs
 	clientNow := s.clientNow()
 	n := len(req.Items)
 	c.args = make([]any, 3, 3+argc)
-	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nx)
+	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, x.keys)
+	sh := shareOf(req, x)
 	for i := range req.Items {
 		var w *windowArgs
-		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), req.Class, false, c.lease, clientNow)
+		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), req.Class, sh, false, c.lease, clientNow)
 		if w != nil {
 			bounds = append(bounds, w)
 		}
@@ -311,11 +315,12 @@ func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs
 
 // book returns what acts on the admitted decision d of req afterwards:
 // per item, what cancel.lua and after.lua need. keys are req's item keys;
-// lease and bounds are those of its call (reserveArgs).
-func (s *Store) book(req *quota.Request, keys []string, d decision, lease string, bounds []*windowArgs) (*booking, error) {
+// lease and bounds are those of its call (reserveArgs); part is its
+// tenant's, for a stack with a Fair item.
+func (s *Store) book(req *quota.Request, keys []string, d decision, lease string, bounds []*windowArgs, part string) (*booking, error) {
 	n := len(req.Items)
-	b := &booking{s: s, keys: keys, t: d.t, lease: lease, items: make([]bookedItem, n)}
-	w, g := 0, 0
+	b := &booking{s: s, keys: keys, t: d.t, lease: lease, items: make([]bookedItem, n, n+d.fairCharged())}
+	w, g, f, k := 0, 0, 0, 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		bi := &b.items[i]
@@ -323,6 +328,10 @@ func (s *Store) book(req *quota.Request, keys []string, d decision, lease string
 		switch l.Kind {
 		case quota.GCRA:
 			bi.prev = d.prevs[i]
+			if l.Fair { // its tenant's lane, when the decision charged it
+				k += b.bookFair(k, i, l, d.fair[f], part)
+				f++
+			}
 			if l.Reserve != nil { // Cancel, Settle and Sync act on the lane charged
 				if err := bi.bookLane(s, l, d.lanes[g]); err != nil {
 					return nil, err
@@ -471,6 +480,9 @@ type booking struct {
 	keys  []string // the item keys
 	t     int64    // the slot time, µs on the store's clock
 	lease string   // the lease id, when the stack has Concurrency limits
+	// items are the stack's, one per item; past their end, in their
+	// capacity, the tenants' lanes the reservation charged (lanes), so
+	// that a booking without them is no larger than before they existed.
 	items []bookedItem
 }
 
@@ -488,24 +500,29 @@ type bookedItem struct {
 	reach  int64 // GCRA: how far past now a settled debt may take the tat (µs)
 	atMark int64 // window: its count right after the charge
 	// learned is a learning limit's learned key (package quota's doc,
-	// "Learning"), else "". limit is the limit as configured, for a
-	// learning limit (its floor) and a GCRA limit with classes (its
-	// lanes); else nil.
+	// "Learning"), and a tenant's lane's own key (see lanes), else "".
+	// limit is the limit as configured, for a learning limit (its floor)
+	// and a GCRA limit with classes (its lanes); else nil.
 	learned string
 	limit   *quota.Limit
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
 // (a waiter typically cancels because its context ended), bounded by the
-// store's timeout; ctx's values are kept.
+// store's timeout; ctx's values are kept. A tenant's lane the reservation
+// charged is given back as a GCRA item of its own, by its own mark.
 func (b *booking) cancel(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	n := len(b.items)
+	all := b.items[:cap(b.items)]
+	n := len(all)
 	keys := append(make([]string, 0, 2*n), b.keys...)
+	for _, ln := range b.fairLanes() {
+		keys = append(keys, ln.learned)
+	}
 	args := make([]any, 0, 4+4*n)
 	args = append(args, b.s.nowArg(), b.s.slack, b.t, n)
-	for i := range b.items {
-		it := &b.items[i]
+	for i := range all {
+		it := &all[i]
 		switch it.kind {
 		case quota.GCRA:
 			if it.laned() { // the lane charged, and its own holes
@@ -606,6 +623,7 @@ func (b *booking) settle(ctx context.Context, actual []int64) error {
 		}
 		keys = append(keys, b.keys[i])
 	}
+	keys, args = b.settleLanes(keys, args, actual)
 	return b.after(ctx, "settle", len(keys), keys, args)
 }
 
@@ -676,12 +694,15 @@ func (s *Store) clientNow() time.Time {
 // concurrency limit; for a calendar window its starts around clientNow,
 // which it also returns (nil for the other kinds); for a limit with
 // classes or a paced window, the arguments of class (appendClass; peek:
-// Inspect's). Reserve and Inspect's peek build their items with it, so
-// the two cannot drift apart.
-func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, class int, peek bool, lease string, clientNow time.Time) ([]any, *windowArgs) {
+// Inspect's); for a Fair limit, the request's tenant sh (fairArgs).
+// Reserve and Inspect's peek build their items with it, so the two cannot
+// drift apart.
+func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, class int, sh share, peek bool, lease string, clientNow time.Time) ([]any, *windowArgs) {
 	st := s.limitArgs(l)
 	classed := l.Reserve != nil || l.Pace
 	switch {
+	case l.Fair:
+		return fairArgs(args, st, cost, sh), nil
 	case l.Learn:
 		return learnArgs(args, st, l, cost), nil
 	case l.Kind == quota.GCRA && !classed:
@@ -753,6 +774,8 @@ func ended(ctx context.Context) error {
 type limitArgs struct {
 	l     quota.Limit // the limit as they were made: a limit changed since is made again
 	boxed [3]any
+	// fair is a Fair limit's burst and FairSpan (µs).
+	fair [2]any
 	classArgs
 }
 
@@ -778,6 +801,9 @@ func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 	}
 	if l.Reserve != nil || l.Pace {
 		a.classArgs = makeClassArgs(l)
+	}
+	if l.Fair {
+		a.fair = [2]any{l.Capacity(), l.FairSpan().Microseconds()}
 	}
 	// Limits come from configuration, so the map settles after the first
 	// decisions.
@@ -963,15 +989,22 @@ type decision struct {
 	// lanes is, per GCRA item with classes in stack order, the lane the
 	// decision charged (-1 when denied).
 	lanes []int64
+	// deferred: not admitted, but a Fair item's lane booked the request
+	// an appointment (quota.Result.Deferred). fair is, per Fair item in
+	// stack order, its tenant's lane as decided.
+	deferred bool
+	fair     []fairLane
 }
 
 var errReply = errors.New("malformed reply")
 
-// parseReserve checks and parses a reply of reserve.lua for n items, nl
-// of them learning and ng GCRA items with classes: every element's type,
-// the count, and the ranges of the values.
-func parseReserve(v any, n, nl, ng int) (decision, error) {
+// parseReserve checks and parses a reply of reserve.lua for n items, of
+// which x counts the learning ones, the GCRA items with classes and the
+// Fair items: every element's type, the count, and the ranges of the
+// values.
+func parseReserve(v any, n int, ex extra) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
+	nl, ng, nf := ex.learned, ex.laned, ex.fair
 	var d decision
 	if err, ok := v.(error); ok { // an error reply for this decision alone
 		return d, err
@@ -980,8 +1013,8 @@ func parseReserve(v any, n, nl, ng int) (decision, error) {
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
-	if len(vals) != 4+perItem*n+nl+ng {
-		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl+ng)
+	if want := 4 + perItem*n + nl + ng + fairEntries*nf; len(vals) != want {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), want)
 	}
 	var ints [4]int64
 	for i := range ints {
@@ -991,10 +1024,10 @@ func parseReserve(v any, n, nl, ng int) (decision, error) {
 		}
 		ints[i] = x
 	}
-	if ints[0] != 0 && ints[0] != 1 {
+	if ints[0] != 0 && ints[0] != 1 && (ints[0] != 2 || nf == 0) {
 		return d, fmt.Errorf("%w: allowed is %d", errReply, ints[0])
 	}
-	d.allowed, d.now, d.t = ints[0] == 1, ints[1], ints[2]
+	d.allowed, d.deferred, d.now, d.t = ints[0] == 1, ints[0] == 2, ints[1], ints[2]
 	if d.t < d.now {
 		return d, fmt.Errorf("%w: slot time %d before now %d", errReply, d.t, d.now)
 	}
@@ -1045,6 +1078,12 @@ func parseReserve(v any, n, nl, ng int) (decision, error) {
 				return d, fmt.Errorf("%w: lane %v (element %d) of a decision allowed %v", errReply, vals[e], e, d.allowed)
 			}
 			d.lanes[j] = x
+		}
+	}
+	if nf > 0 {
+		var err error
+		if d.fair, err = parseFair(vals[4+perItem*n+nl+ng:], nf, d.allowed); err != nil {
+			return d, err
 		}
 	}
 	return d, nil

@@ -51,9 +51,10 @@ function below is a closure made per call, about 0.1 µs of Redis time
 whether it is used or not: the path of GCRA and window items (parse,
 slot, charge, flush) is a few functions, and the kinds that always go
 alone (rolling windows, concurrency) share one to parse and one to charge.
-The functions of limits with classes and paced windows are made only by
-a call that has one (classFns): a plain call runs 4 Lua instructions more
-for them than before they existed (of about 430 for a lone GCRA limit).
+The functions of the upper-case kinds (limits with classes, paced windows
+and Fair limits) are made only by a call that has one (upperFns): a plain
+call runs 4 Lua instructions more for classes than before they existed,
+and 3 more for fair share (of about 430 for a lone GCRA limit).
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -170,10 +171,53 @@ admit x at all sends the request to the next window, as an unpaced one
 does. D is below 2^52 µs, so every term is exact but the product, whose
 rounding the ceiling absorbs.
 
+Fair share. A Fair limit ("F"; package quota's doc, "Fair share") is a
+GCRA limit of key K shared among the tenants of its requests. Its extra
+keys, in the request's hash tag, are the tenant's lane (a GCRA tat,
+read and written through the call's view like K, and expiring at its
+tat), the active set (a ZSET: tenant part -> the µs it was last seen) and
+its weights (a HASH: part -> weight, and "" -> W, their sum). A decision
+reads K and the lane in one MGET, the set's newest score (ZRANGE -1 -1),
+and when that is live (seen + span > now) its stale members, at most 16,
+lowest in (score, part) as a ZSET orders them (ZRANGE BYSCORE LIMIT),
+with their weights, the tenant's own and W in one HMGET; when no member
+is live the set counts as empty, as its expiry would leave it. W is the
+recorded sum, less the stale members' weights and the tenant's old
+weight, plus its weight w. The lane: Ti = min(ceil(T * W / w),
+floor(2^51 / B)) (a double product, then the quotient, then ceil: Go's
+float64 expression to the µs; T*W may pass 2^53, where both round
+alike), at least 1, and bi = max(1, floor(B * w / W)) (exact: B*w is
+below 2^53 by the limit's validation). With ltat = max(lane, now), the
+request is within its share when it has no Appointment and ltat + cost*Ti
+- bi*Ti <= now + T; K then admits it at t >= tat + cost*T - DVT up to now
++ T; back at an appointment, at t >= tat + cost*T - (DVT - min(h, B -
+cost)*T) up to now; over its share, leaving min(2h, B - cost) instead
+(h = max(1, floor(B/10))). Past that latest slot the fixpoint stops
+(beyond). Then, unless a lease cap is full, a second fixpoint from the
+latest of now, the pause and the appointments (max(now, ltat + cost*Ti
+- bi*Ti) without Appointment, now with it), every Fair item at an
+appointment's tolerance and with no horizon, gives a deferral's time;
+within the max wait the request is deferred (reply allowed = 2): a lane
+without Appointment is booked at its appointment a (a GCRA charge:
+max(ltat, a) + cost*Ti), the set is written, nothing else is charged.
+Otherwise a third fixpoint, every Fair item at the request's own
+tolerance with no horizon, gives the denial's time, and nothing is
+written. An admission within its share charges the lane at the slot
+beside K. An admission or a deferral writes the set at once (so that the
+next request of the call reads it): the stale members leave (ZREM,
+HDEL; UNLINK of both keys when none was live), the tenant is added
+(ZADD now, HSET of its weight and W), and both keys expire the span past
+now (PEXPIRE). Fair requests are coalesced like any GCRA and window
+stack, but never reuse the request before them. Cancel and Settle act on
+the lane charged as on a GCRA key of its own (cancel.lua, after.lua). A
+peek runs neither the second fixpoint nor the third, and adds the
+set's size (ZCARD).
+
 KEYS  per request: its n item keys, in stack order, then its np pause
       keys, then its nx extra keys, in stack order: a learning item's
       learned key, a GCRA item with classes' lanes 0 .. L-2, a held
-      item's activity record
+      item's activity record, a Fair item's tenant's lane, active set
+      and weights
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
       request:
       its count of ARGV entries (these five included), max wait (µs), n,
@@ -191,15 +235,21 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
                                                       or paced,
         "R", the "r" entries, the class part          a rolling window or
         "C", the "c" entries, the class part          a concurrency limit
-                                                      with classes
+                                                      with classes, or
+        "F", cost, T (µs), DVT (µs), B, span (µs), part, w, appointment
+                                                      a Fair limit
       where cost is what the request counts for in that limit, c the
       request's class in it, and the class part: c, 1 when admitting
       records c's activity (a class above the bottom) else 0, ActiveFor
       (µs), then Hold(0) .. Hold(c-1); a peek sends the bottom class, so
-      that every class's activity is read
+      that every class's activity is read; for a Fair limit B is its
+      burst, span quota.Limit.FairSpan, part and w the tenant's part
+      (quota.FairPart) and weight, appointment 1 when the request comes
+      back at one, else 0
 Reply per request, either an error (the server's now is outside B0..B4,
-      or a command failed, e.g. WRONGTYPE) or: allowed (1 or 0), now, t
-      (the slot time), decider (0-based item, -1 none, -2 a pause), then
+      or a command failed, e.g. WRONGTYPE) or: allowed (1, 0, or 2 when
+      deferred), now, t (the slot time; when deferred, the appointment's
+      time), decider (0-based item, -1 none, -2 a pause), then
       per item: remaining, reset after (µs), mark (GCRA: the tat set;
       window: the window start charged; rolling: the bucket start charged;
       concurrency: 0; 0 when denied), prev (GCRA, when admitted: the
@@ -221,6 +271,14 @@ Reply per request, either an error (the server's now is outside B0..B4,
       (-1 when denied), and for a peek then each lane's remaining and
       reset after (µs); for a peek, per held item, per class read, how
       long its reserve stays held (µs, 0 when the class is not active).
+      After those, per Fair item, in stack order, its lane's mark and
+      prev (the tat an admission within its share set and the stored tat
+      it replaced; 0 and 0 when the lane was not charged), Ti and bi; and
+      for a peek then the active set's members and W after the decision's
+      expiry, before the tenant joins (0 and 0 when no member is live),
+      how far the lane is booked past now (µs, 0 when idle) and how long
+      until it would give a request of cost 1 its appointment (µs, 0:
+      at once).
 ]]
 
 -- now, slack, ttl and drain come from prelude.lua.
@@ -280,10 +338,11 @@ end
 -- soonest expiry).
 local items = {}
 
--- cls holds the functions of limits with classes and paced windows
--- (header, "Classes" and "Pacing"), made by classFns for the first item
--- that needs them: a plain call does not pay for their closures (header,
--- "Functions").
+-- cls holds the functions of the upper-case kinds: limits with classes,
+-- paced windows and Fair items (header, "Classes", "Pacing" and "Fair
+-- share"), made by upperFns for the first item that needs them: a plain
+-- call does not pay for their closures (header, "Functions"). cls.fkb is
+-- the KEYS base of the last request parsed that has a Fair item.
 local cls
 
 -- count returns the count of rolling item x's bucket b, reading it once.
@@ -397,8 +456,8 @@ local function parseAlone(kind, k, a, sk)
   return x
 end
 
--- classFns makes cls.
-local function classFns()
+-- upperFns makes cls.
+local function upperFns()
   -- held reads, for item x of a limit with classes whose class arguments
   -- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
   -- "Classes"), the activity record sk, and sets x.h, what the active
@@ -523,13 +582,15 @@ local function classFns()
   end
 
   -- classReply does, for the n items of a request decided (allowed or
-  -- not), what items with classes add once their figures are in reply:
-  -- an admission of a class above the bottom records its activity, now,
-  -- for ActiveFor; and it appends to reply (header, "Reply") per GCRA
-  -- item with classes the lane charged (-1 when denied), and for a peek
-  -- each lane's remaining and reset after, and per held item how long
-  -- each class read stays active.
-  local function classReply(reply, n, allowed)
+  -- not) at t, whose keys start after KEYS[kb], what items of the
+  -- upper-case kinds add once their figures are in reply: an admission
+  -- of a class above the bottom records its activity, now, for
+  -- ActiveFor; and it appends to reply (header, "Reply") per GCRA item
+  -- with classes the lane charged (-1 when denied), and for a peek each
+  -- lane's remaining and reset after, and per held item how long each
+  -- class read stays active; then, for a request with Fair items, what
+  -- fairReply does.
+  local function classReply(reply, n, allowed, t, kb)
     for i = 1, n do
       local x = items[i]
       if x.kind == 'G' then
@@ -554,19 +615,202 @@ local function classFns()
         end
       end
     end
+    if cls.fkb == kb then cls.fairReply(reply, n, allowed, t) end
   end
 
-  -- parseClassed returns the item of key k of a limit with classes or a
-  -- paced window (an upper-case kind) whose arguments start at ARGV[a],
-  -- whose extra keys follow KEYS[xk], the ARGV index after them and the
+  -- parseFair returns the item of Fair key k (header, "Fair share")
+  -- whose arguments start at ARGV[a] and whose extra keys (the tenant's
+  -- lane, the active set and its weights) follow KEYS[xk], of the request
+  -- whose keys start after KEYS[kb]: K and the lane read through the
+  -- call's view (those not read yet in one MGET), the active set as the
+  -- decision sees it (its newest score; its stale members, at most 16,
+  -- oldest first; their weights, the tenant's own and W in one HMGET),
+  -- the lane's interval and burst, the request's standing and its
+  -- appointment.
+  local function parseFair(k, a, xk, kb)
+    local lk, zk, wk = KEYS[xk + 1], KEYS[xk + 2], KEYS[xk + 3]
+    local cost, T, dvt, B = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    local span, p, w, appt = tonumber(ARGV[a + 5]), ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8] == '1'
+    local miss
+    if gval[k] == nil then miss = {k} end
+    if gval[lk] == nil then
+      miss = miss or {}
+      miss[#miss + 1] = lk
+    end
+    if miss then
+      local v = redis.call('MGET', unpack(miss))
+      for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+    end
+    -- The active set. No member live (or none): forgotten, as its
+    -- expiry would, both keys dropped when it is written. Else the stale
+    -- members lowest in (seen, part), at most 16, leave (drop); then the
+    -- tenant joins or is refreshed.
+    local setW, own, drop = 0, nil, {}
+    local newest = redis.call('ZRANGE', zk, -1, -1, 'WITHSCORES')
+    local live = #newest > 0 and tonumber(newest[2]) + span > now
+    if live then
+      drop = redis.call('ZRANGE', zk, '-inf', string.format('%d', now - span), 'BYSCORE', 'LIMIT', 0, 16)
+      local v = redis.call('HMGET', wk, '', p, unpack(drop))
+      setW, own = tonumber(v[1]) or 0, tonumber(v[2])
+      for j = 1, #drop do
+        setW = setW - (tonumber(v[j + 2]) or 0)
+        if drop[j] == p then own = nil end
+      end
+    end
+    local W = setW - (own or 0) + w
+    if W < w then W = w end -- only a hash changed by hand: never a lane faster than the whole limit
+    -- The lane: quota.FairLane, the float expression in Go's order.
+    local Ti = math.min(math.ceil(T * W / w), math.floor(2251799813685248 / B))
+    if Ti < 1 then Ti = 1 end
+    local bi = math.max(1, math.floor(B * w / W))
+    local lst = gval[lk]
+    local ltat = math.max(lst, now)
+    local due = ltat + cost * Ti - bi * Ti
+    -- The standing: what of K it leaves (quota.FairHold, at most B - cost).
+    local h = math.max(1, math.floor(B / 10))
+    local held = dvt - math.min(h, B - cost) * T
+    local x = {kind = 'F', key = k, cost = cost, T = T, dvt = dvt, stored = gval[k], held = held,
+      fk = lk, lst = lst, ltat = ltat, Ti = Ti, bi = bi, zk = zk, wk = wk, p = p, w = w, W = W,
+      setW = setW, drop = drop, live = live, span = span, appt = appt, a = now,
+      inshare = not appt and due <= now + T}
+    x.tat = math.max(x.stored, now)
+    if x.inshare then
+      x.fd, x.hz = dvt, now + T
+    elseif appt then
+      x.fd, x.hz = held, now
+    else
+      x.fd, x.hz = dvt - math.min(2 * h, B - cost) * T, now
+    end
+    x.own = x.fd
+    if not appt then x.a = math.max(now, due) end
+    cls.fkb = kb
+    return x, a + 9, xk + 3
+  end
+
+  -- fairDecide follows the first fixpoint (t, decider, ok; full, the
+  -- full concurrency item) of the request with Fair items whose n items
+  -- are decided: when it stopped (beyond) with no lease cap full, a
+  -- second one from the latest of now, the pause's end (paused) and the
+  -- appointments, every Fair item at an appointment's tolerance with no
+  -- horizon, says whether the request is deferred (its time within
+  -- maxwait); if not, a third one, every Fair item at the request's own
+  -- tolerance with no horizon, gives a denial's time. It returns the
+  -- time and the decider, and keeps whether the request is deferred for
+  -- fairReply (cls.deferred). slotTime runs the fixpoints. A peek only
+  -- reads: it runs neither. Each Fair item is then a GCRA item of K for
+  -- the reply (replyItems).
+  local function fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+    local deferred = false
+    if not ok and full == nil and not peek then
+      local t0, d0 = now, -1
+      if paused > t0 then t0, d0 = paused, -2 end
+      for i = 1, n do
+        local x = items[i]
+        if x.kind == 'F' then
+          x.fd, x.hz = x.held, nil
+          if x.a > t0 then t0, d0 = x.a, i - 1 end
+        end
+      end
+      local ok2
+      t, decider, ok2 = slotTime(n, paused, t0, d0)
+      deferred = ok2 and t - now <= maxwait
+      if not deferred then
+        t0, d0 = now, -1
+        if paused > t0 then t0, d0 = paused, -2 end
+        for i = 1, n do
+          local x = items[i]
+          if x.kind == 'F' then x.fd = x.own end
+        end
+        t, decider = slotTime(n, paused, t0, d0)
+      end
+    end
+    for i = 1, n do
+      if items[i].kind == 'F' then items[i].kind = 'g' end
+    end
+    cls.deferred = deferred
+    return t, decider
+  end
+
+  -- bookLane charges Fair item x's lane its cost at t, a GCRA charge in
+  -- the call's view, and returns the tat set.
+  local function bookLane(x, t)
+    local set = math.max(x.ltat, t) + x.cost * x.Ti
+    if not gw[x.fk] then
+      gw[x.fk] = true
+      gorder[#gorder + 1] = x.fk
+    end
+    gval[x.fk] = set
+    return set
+  end
+
+  -- record writes Fair item x's active set as its decision found it, the
+  -- tenant seen now: at once, so that the next request of the call reads
+  -- it. A set with no member live is dropped whole first (with what its
+  -- weights may still hold). Both keys expire the span past this write.
+  local function record(x)
+    if not x.live then
+      redis.call('UNLINK', x.zk, x.wk)
+    elseif #x.drop > 0 then
+      redis.call('ZREM', x.zk, unpack(x.drop))
+      redis.call('HDEL', x.wk, unpack(x.drop))
+    end
+    redis.call('ZADD', x.zk, now, x.p)
+    redis.call('HSET', x.wk, x.p, x.w, '', x.W)
+    local px = ttl(x.span)
+    redis.call('PEXPIRE', x.zk, px)
+    redis.call('PEXPIRE', x.wk, px)
+  end
+
+  -- fairReply does, for the n items of a request with Fair items decided
+  -- at t (allowed, deferred or neither), what the Fair items add once the
+  -- other figures are in reply: reply[1] is 2 for a deferral; an
+  -- admission within its share charges the lane at t, a deferral without
+  -- Appointment books it at the appointment, and both record the tenant
+  -- in the active set; it appends per Fair item the lane's mark and prev
+  -- (0 when it was not charged), interval and burst, and for a peek the
+  -- active set's members and weight after the decision's expiry (before
+  -- the tenant joins), how far the lane is booked past now and how long
+  -- until it would give a request of cost 1 its appointment.
+  local function fairReply(reply, n, allowed, t)
+    local deferred = cls.deferred
+    if deferred then reply[1] = 2 end
+    for i = 1, n do
+      local x = items[i]
+      if x.fk then
+        local mark, prev = 0, 0
+        if allowed and x.inshare then
+          mark, prev = bookLane(x, t), x.lst
+        elseif deferred and not x.appt then
+          bookLane(x, x.a)
+        end
+        if allowed or deferred then record(x) end
+        local r = #reply
+        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = mark, prev, x.Ti, x.bi
+        if peek then
+          local members = 0
+          if x.live then members = redis.call('ZCARD', x.zk) - #x.drop end
+          reply[r + 5], reply[r + 6] = members, x.setW
+          reply[r + 7] = math.max(x.lst - now, 0)
+          reply[r + 8] = math.max(x.ltat + (1 - x.bi) * x.Ti - now, 0)
+        end
+      end
+    end
+  end
+
+  -- parseClassed returns the item of key k of a limit with classes, a
+  -- paced window or a Fair limit (an upper-case kind) whose arguments
+  -- start at ARGV[a], whose extra keys follow KEYS[xk], of the request
+  -- whose keys start after KEYS[kb], the ARGV index after them and the
   -- last extra key it read; or nil and an error reply. Like parseItems,
   -- it fails an item whose key the call charged as another kind.
-  local function parseClassed(kind, k, a, xk)
-    if (kind == 'G' and winc ~= nil and winc[k] ~= nil) or (kind == 'W' and gw[k]) then
+  local function parseClassed(kind, k, a, xk, kb)
+    if ((kind == 'G' or kind == 'F') and winc ~= nil and winc[k] ~= nil) or (kind == 'W' and gw[k]) then
       return nil, a, xk, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
     end
     local x
-    if kind == 'G' then
+    if kind == 'F' then
+      return parseFair(k, a, xk, kb)
+    elseif kind == 'G' then
       x = parseLanes(k, a, xk)
       return x, a + 5 + 2 * x.L, xk + x.L - 1
     elseif kind == 'W' then
@@ -585,7 +829,7 @@ local function classFns()
   end
 
   cls = {held = held, laneAt = laneAt, paced = paced, parseClassed = parseClassed,
-    chargeLanes = chargeLanes, classReply = classReply}
+    chargeLanes = chargeLanes, classReply = classReply, fairDecide = fairDecide, fairReply = fairReply}
 end
 
 -- parseItems fills items with the n items of the request whose keys start
@@ -643,9 +887,9 @@ local function parseItems(kb, a, n, np)
       x = parseAlone(kind, k, a)
       a = a + 5
     else
-      if cls == nil then classFns() end
+      if cls == nil then upperFns() end
       local err
-      x, a, xk, err = cls.parseClassed(kind, k, a, xk or kb + n + np)
+      x, a, xk, err = cls.parseClassed(kind, k, a, xk or kb + n + np, kb)
       if x == nil then return nil, err end
     end
     items[i] = x
@@ -719,25 +963,31 @@ end
 -- horizon (a GCRA or rolling limit moves t at most once, a window at most
 -- once per window of its horizon); and the first concurrency item with no
 -- lease left, if any, which takes no part in the fixpoint: a limit with a
--- free lease admits at any time.
-local function slotTime(n, paused)
-  -- A pause drains the GCRA buckets it holds back: at its end each has
-  -- room for this request alone, drained by at most quota.PauseDrain
-  -- (package quota's doc, "After a pause").
-  if paused > 0 and not peek then
-    for i = 1, n do
-      local x = items[i]
-      if x.kind == 'g' then
-        x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
-      elseif x.kind == 'G' then
-        for q = 0, x.L - 1 do
-          x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+-- free lease admits at any time. With from, the fixpoint starts at from,
+-- set by by, and the pause has drained already: a Fair item's second and
+-- third fixpoints (fairDecide).
+local function slotTime(n, paused, from, by)
+  local t, decider, ok = now, -1, false
+  if from then
+    t, decider = from, by
+  else
+    -- A pause drains the GCRA buckets it holds back: at its end each has
+    -- room for this request alone, drained by at most quota.PauseDrain
+    -- (package quota's doc, "After a pause").
+    if paused > 0 and not peek then
+      for i = 1, n do
+        local x = items[i]
+        if x.kind == 'g' or x.kind == 'F' then
+          x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+        elseif x.kind == 'G' then
+          for q = 0, x.L - 1 do
+            x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+          end
         end
       end
     end
+    if paused > t then t, decider = paused, -2 end
   end
-  local t, decider, ok = now, -1, false
-  if paused > t then t, decider = paused, -2 end
   for _ = 1, 16 do
     local moved, beyond = false, false
     for i = 1, n do
@@ -781,6 +1031,9 @@ local function slotTime(n, paused)
             e = f
           end
         end
+      elseif kind == 'F' then
+        e = x.tat + x.cost * x.T - x.fd
+        beyond = x.hz ~= nil and (e > x.hz or t > x.hz)
       end
       if e > t then t, decider, moved = e, i - 1, true end
       if beyond then break end
@@ -947,6 +1200,9 @@ local function decide(kb, ab)
   if err ~= nil then return err end
   local t, decider, ok, full = slotTime(n, paused)
   local allowed = not peek and full == nil and ok and t - now <= maxwait
+  if cls and cls.fkb == kb then
+    t, decider = cls.fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+  end
   if full ~= nil and full.soonest > t then t = full.soonest end
   local reply = {0, now, t, decider}
   if allowed then reply[1] = 1 end
@@ -961,7 +1217,7 @@ local function decide(kb, ab)
   if learned then
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
-  if cls then cls.classReply(reply, n, allowed) end
+  if cls then cls.classReply(reply, n, allowed, t, kb) end
   return reply
 end
 
