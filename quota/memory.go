@@ -330,6 +330,9 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	for i := range req.Items {
 		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), now)
 	}
+	if lead := req.LeadMicros(); lead > 0 {
+		leadAll(items, now+lead)
+	}
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
 	full, soonest := fullLease(items)

@@ -225,6 +225,9 @@ func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Req
 		req.Items = append(req.Items, it)
 	}
 	req.Cost = 1 + rng.Int64N(min(capacity, 3))
+	if rng.IntN(4) == 0 { // slots taken ahead: GCRA limits charged with a lead
+		req.Lead = time.Duration(rng.Int64N(3_000_000)) * time.Microsecond
+	}
 	return req
 }
 
@@ -247,7 +250,7 @@ func compare(got *quota.Reservation, want *ModelReservation) string {
 }
 
 func describe(req *quota.Request) string {
-	s := fmt.Sprintf("tag %s cost %d max wait %v [", req.Tag, req.Cost, req.MaxWait)
+	s := fmt.Sprintf("tag %s cost %d max wait %v lead %v [", req.Tag, req.Cost, req.MaxWait, req.Lead)
 	for i, it := range req.Items {
 		if i > 0 {
 			s += " "

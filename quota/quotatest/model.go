@@ -157,6 +157,17 @@ func floor(req *quota.Request, i int, paused int64) int64 {
 	return paused + drained - req.CostOf(i)*l.Interval()
 }
 
+// least is the least tat GCRA item i of req decided at now has: the
+// pause's floor, and now + the request's Lead (quota.Request.Lead: its
+// charge lies at least that far ahead on the limit's schedule).
+func least(req *quota.Request, i int, now, paused int64) int64 {
+	f := floor(req, i, paused)
+	if lead := req.LeadMicros(); lead > 0 && req.Items[i].Limit.Kind == quota.GCRA {
+		f = max(f, now+lead)
+	}
+	return f
+}
+
 // admits reports whether item i admits its cost at t, with a pause in
 // force until paused.
 func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
@@ -165,7 +176,7 @@ func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 	k := keyOf(req.Tag, it.Key)
 	switch it.Limit.Kind {
 	case quota.GCRA:
-		tat := max(m.tat(k), now, floor(req, i, paused))
+		tat := max(m.tat(k), now, least(req, i, now, paused))
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	case quota.Concurrency: // decided apart, at now: see Reserve
 		return true
@@ -196,7 +207,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			continue
 		}
 		if it.Limit.Kind == quota.GCRA {
-			tat := max(m.tat(k), n, floor(&req, i, paused))
+			tat := max(m.tat(k), n, least(&req, i, n, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			continue
 		}
@@ -257,7 +268,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond
 		}
 		for i := range req.Items {
-			r.Limits[i] = m.status(&req, i, n, n, floor(&req, i, paused))
+			r.Limits[i] = m.status(&req, i, n, n, least(&req, i, n, paused))
 		}
 		return r
 	}
@@ -284,8 +295,9 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			if cs.tat() <= n { // idle: no charge can matter any more
 				*cs = (*cs)[:0]
 			}
-			// Drained by a pause: booked as if it went at the floor.
-			at := max(slot, floor(&req, i, paused))
+			// Drained by a pause: booked as if it went at the floor;
+			// with a lead, no earlier than now + lead.
+			at := max(slot, least(&req, i, n, paused))
 			r.charges[i] = &charge{slot: at, occupy: cost * it.Limit.Interval()}
 			*cs = append(*cs, r.charges[i])
 			continue

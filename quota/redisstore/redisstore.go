@@ -264,12 +264,15 @@ type reserveCall struct {
 func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
 	var c reserveCall
 	argc, windows := 5, 0
+	lead := req.LeadMicros()
 	for i := range req.Items {
 		switch req.Items[i].Limit.Kind {
 		case quota.GCRA:
 			argc += 4
 			if req.Items[i].Limit.Learn {
 				argc += 4
+			} else if lead > 0 {
+				argc++
 			}
 		case quota.Concurrency:
 			argc += 4
@@ -293,13 +296,26 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 	c.args = make([]any, 3, 3+argc)
 	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nl)
 	for i := range req.Items {
+		l := req.Items[i].Limit
+		if lead > 0 && l.Kind == quota.GCRA && !l.Learn {
+			c.args = leadArgs(c.args, s.limitArgs(l), req.CostOf(i), lead)
+			continue
+		}
 		var w *windowArgs
-		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), c.lease, clientNow)
+		c.args, w = s.appendItem(c.args, l, req.CostOf(i), c.lease, clientNow)
 		if w != nil {
 			bounds = append(bounds, w)
 		}
 	}
 	return c, bounds
+}
+
+// leadArgs appends the arguments of a GCRA item charged with a lead of
+// lead µs (quota.Request.Lead): "a", cost, T, DVT, lead (reserve.lua's
+// header, "ARGV"). A request without a lead never sends them, so the
+// plain path's arguments are what they were.
+func leadArgs(args []any, st *limitArgs, cost, lead int64) []any {
+	return append(args, "a", cost, st.boxed[0], st.boxed[1], lead)
 }
 
 // book returns what acts on the admitted decision d of req afterwards:
