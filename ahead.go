@@ -646,7 +646,7 @@ func (pl *aheadPool) newBatch(rsv *quota.Reservation, k int64, sent, got time.Ti
 	for i := 0; i < pl.key.n; i++ {
 		it := &pl.key.items[i]
 		occupy := time.Duration(it.cost*it.lim.Interval()) * time.Microsecond // one slot's place
-		start := rsv.Limits[i].ResetAfter - time.Duration(k)*occupy             // the batch's first place
+		start := rsv.Limits[i].ResetAfter - time.Duration(k)*occupy           // the batch's first place
 		if i == 0 || start < first {
 			first = start
 		}
