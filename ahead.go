@@ -567,11 +567,13 @@ func (pl *aheadPool) keep(a *aheadPools, t *Transport) {
 func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 	pl.mu.Lock()
 	k, q := pl.size(), pl.request()
+	if k > 0 {
+		q.Lead = pl.lead(k)
+	}
 	pl.mu.Unlock()
 	var rsv *quota.Reservation
 	sent := now
 	if k > 0 {
-		q.Lead = pl.lead(k)
 		for i := range q.Items {
 			q.Items[i].Cost *= k
 		}
