@@ -75,6 +75,7 @@ type aheadPool struct {
 	p        *providers.Provider // the latest request's: the keeper's calls run under its policy
 	period   time.Duration
 	rate     float64       // requests per second, decayed over a period (demand)
+	fast     float64       // the same, decayed over a quarter of a period
 	rateAt   time.Time     // when rate was last decayed
 	last     time.Time     // the latest request
 	batches  []*aheadBatch // oldest first
@@ -84,6 +85,8 @@ type aheadPool struct {
 	holdOff  time.Time     // no batch before this (after a denial or a failure)
 	denied   *aheadBatch   // the last batch's denial, until holdOff: the pool refuses meanwhile
 	cap      int64         // largest batch for now: halved by a denial, doubled by a grant
+	lastK    int64         // the last batch's size
+	dry      bool          // a request found no slot since the last batch
 	rtt      time.Duration // moving mean of the batch calls' durations
 	keeping  bool          // the keeper runs
 	giveBack []*aheadBatch // batches retired with slots to give back
@@ -248,6 +251,7 @@ func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provid
 	}
 	rsv := pl.slot(now, q.MaxWait)
 	if rsv == nil {
+		pl.dry = true
 		rsv = pl.refusal(now, q.MaxWait)
 	}
 	if rsv != nil || !pl.busy(now) {
@@ -287,22 +291,40 @@ func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provid
 func (pl *aheadPool) demand(now time.Time) {
 	if dt := now.Sub(pl.rateAt); dt > 0 {
 		pl.rate *= math.Exp(-float64(dt) / float64(pl.period))
+		pl.fast *= math.Exp(-4 * float64(dt) / float64(pl.period))
 		pl.rateAt = now
 	}
 	pl.rate += float64(time.Second) / float64(pl.period)
+	pl.fast += 4 * float64(time.Second) / float64(pl.period)
 	pl.last = now
 }
 
 // size returns how many slots the next batch takes: what the demand
-// expects to use in a period, at most an eighth of each limit's burst
-// (aheadShare), the limit's rate (so a refund is never an implausible
-// settle) and the cap a denial set; 0 when the demand expects fewer than
-// two, so a quiet process takes nothing ahead. The rate, read just after
-// a request counted 1/period, is half that above its mean at a steady
-// demand: the expected count is rate*period - 1/2, rounded down. pl.mu
-// is held.
+// expects to use in a period, rounded down, at most most() (and at least
+// two); 0 when the demand expects fewer than two, so a quiet process
+// takes nothing ahead. The demand is read over a period, and over a
+// quarter of one while it rises, so that a process that starts busy
+// takes its full batches within a quarter period. pl.mu is held.
 func (pl *aheadPool) size() int64 {
-	want := int64(pl.rate*pl.period.Seconds() - 0.5)
+	p, most := pl.period.Seconds(), pl.most()
+	if most < 2 || pl.demandRate()*p < 2 {
+		return 0
+	}
+	// A rising demand: the quarter-period rate follows it sooner.
+	return max(min(int64(max(pl.demandRate(), pl.fast-2/p)*p), most), 2)
+}
+
+// demandRate is the demand's rate, requests per second: rate less the
+// half of a request's count by which it reads high just after a request
+// (see size). pl.mu is held.
+func (pl *aheadPool) demandRate() float64 {
+	return max(pl.rate-0.5/pl.period.Seconds(), 0)
+}
+
+// most is the largest batch the pool may take: an eighth of each
+// limit's burst (aheadShare), the limit's rate (so that giving back is
+// never an implausible settle), and the cap a denial set. pl.mu is held.
+func (pl *aheadPool) most() int64 {
 	most := pl.cap
 	if most == 0 {
 		most = math.MaxInt64
@@ -311,10 +333,20 @@ func (pl *aheadPool) size() int64 {
 		it := &pl.key.items[i]
 		most = min(most, max(1, it.lim.Capacity()/aheadShare/it.cost), it.lim.Rate/it.cost)
 	}
-	if k := min(want, most); k >= 2 {
-		return k
+	return most
+}
+
+// batchSize is the size of the batch to take now: size, or, when a
+// request found the pool dry since the last batch, up to twice the last
+// batch (the demand outran the estimate, which follows it only within a
+// period or two). pl.mu is held.
+func (pl *aheadPool) batchSize() int64 {
+	k := pl.size()
+	if k > 0 && pl.dry {
+		k = max(k, min(2*pl.lastK, pl.most()))
 	}
-	return 0
+	pl.dry = false
+	return k
 }
 
 // busy reports whether the pool should take a batch now: the demand
@@ -335,7 +367,7 @@ func (pl *aheadPool) low(now time.Time) bool {
 	for _, b := range pl.batches {
 		held += b.held()
 	}
-	need := int64(math.Ceil(pl.rate*(2*max(pl.rtt, time.Millisecond)).Seconds())) + 1
+	need := int64(math.Ceil(pl.demandRate()*(2*max(pl.rtt, time.Millisecond)).Seconds())) + 1
 	if held >= need || !pl.busy(now) {
 		return false
 	}
@@ -344,7 +376,7 @@ func (pl *aheadPool) low(now time.Time) bool {
 		return true
 	}
 	b := pl.batches[n-1]
-	paced := time.Duration(float64(b.next) / pl.rate * float64(time.Second) / 2)
+	paced := time.Duration(float64(b.next) / max(pl.demandRate(), 1) * float64(time.Second) / 2)
 	return now.Sub(b.got) >= paced
 }
 
@@ -489,9 +521,25 @@ func (pl *aheadPool) retire() {
 	pl.batches = pl.batches[:0]
 }
 
+// idleAfter is how long without a request makes the pool idle, so that
+// it gives back what it holds: half a period, or four of the demand's
+// intervals between requests when that is longer (the process has
+// slowed down or stopped), at most a period. Slots given back while still
+// ahead on the schedule serve the rest of the fleet; kept, they would
+// expire unused. A shorter idle time would give back the slots of a
+// process that only paused for a moment (a busy machine's scheduling),
+// slots that a refund rarely reaches on a busy limit. pl.mu is held.
+func (pl *aheadPool) idleAfter() time.Duration {
+	idle := pl.period / 2
+	if r := pl.demandRate(); r > 0 {
+		idle = max(idle, time.Duration(4*float64(time.Second)/r))
+	}
+	return min(idle, pl.period)
+}
+
 // keep is the pool's keeper: it takes the batches asked for, and gives
-// back what the pool holds once nobody has asked for it for a period (or
-// a pause retired it, or the Transport closed), exiting then. It listens
+// back what the pool holds once it is idle (idleAfter; or a pause retired
+// it, or the Transport closed), exiting then. It listens
 // for the fleet's pauses while it runs, so that a pause set by another
 // process retires the pool too (take asks failover.pausedFor).
 func (pl *aheadPool) keep(a *aheadPools, t *Transport) {
@@ -511,7 +559,7 @@ func (pl *aheadPool) keep(a *aheadPools, t *Transport) {
 			closed = true
 		default:
 		}
-		idle := now.Sub(pl.last) >= pl.period
+		idle := now.Sub(pl.last) >= pl.idleAfter()
 		if closed || idle {
 			pl.retire()
 			back := pl.giveBack
@@ -544,7 +592,7 @@ func (pl *aheadPool) keep(a *aheadPools, t *Transport) {
 			pl.batch(t, p, now)
 			continue
 		}
-		wait := pl.last.Add(pl.period).Sub(now)
+		wait := pl.last.Add(pl.idleAfter()).Sub(now)
 		pl.mu.Unlock()
 		timer := t.clock.NewTimer(wait)
 		select {
@@ -566,7 +614,7 @@ func (pl *aheadPool) keep(a *aheadPools, t *Transport) {
 // woken.
 func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 	pl.mu.Lock()
-	k, q := pl.size(), pl.request()
+	k, q := pl.batchSize(), pl.request()
 	if k > 0 {
 		q.Lead = pl.lead(k)
 	}
@@ -607,7 +655,7 @@ func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 			pl.rtt = (3*pl.rtt + d) / 4
 		}
 		pl.batches = append(pl.batches, pl.newBatch(rsv, k, sent, got))
-		pl.denied = nil
+		pl.denied, pl.lastK = nil, k
 	}
 }
 
@@ -623,12 +671,31 @@ func (pl *aheadPool) request() quota.Request {
 	return q
 }
 
-// lead is how far ahead a batch of k slots is charged: the period, so
-// that its slots last as long, plus the round trip that brings it, but no
-// further than lets the batch be due at once from an idle limit (its
-// lead and its k slots within each limit's tolerance). pl.mu is held.
+// lead is how far ahead a batch of k slots is charged, so that each slot
+// is still valid when the demand comes to it: the round trip that brings
+// the batch (what the conversion from the store's clock takes off, see
+// newBatch), plus, for the k slots, how much longer the demand takes to
+// use one (a quarter more than its rate says, for its ups and downs)
+// than the limit's schedule spaces them: slot j is used about j/rate
+// after the batch comes, and its place is j intervals after the first. It is at
+// most the period and the round trip, and no more than lets the batch be
+// due at once from an idle limit (its lead and its k slots within each
+// limit's tolerance). The lead is what the other processes give up of
+// the burst while this one holds slots: the less, the better. pl.mu is
+// held.
 func (pl *aheadPool) lead(k int64) time.Duration {
 	lead := pl.period + pl.rtt
+	if r := max(pl.demandRate(), pl.fast-2/pl.period.Seconds()); r > 0 {
+		var step time.Duration // the shortest place of a slot on the schedules
+		for i := 0; i < pl.key.n; i++ {
+			it := &pl.key.items[i]
+			if d := time.Duration(it.cost*it.lim.Interval()) * time.Microsecond; i == 0 || d < step {
+				step = d
+			}
+		}
+		use := time.Duration(float64(time.Second) / r * 5 / 4)
+		lead = min(lead, pl.rtt+time.Duration(k)*max(use-step, 0))
+	}
 	for i := 0; i < pl.key.n; i++ {
 		it := &pl.key.items[i]
 		room := time.Duration(it.lim.Tolerance()-k*it.cost*it.lim.Interval()) * time.Microsecond

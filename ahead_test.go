@@ -337,7 +337,7 @@ func TestAheadGivesBack(t *testing.T) {
 			t.Parallel()
 			a := newAheadOne(t, aheadYAML)
 			a.drive(t, 100, 5*time.Millisecond)
-			if held := aheadSettled(a.tr); held == 0 {
+			if held := aheadSettled(t, a.tr, false); held == 0 {
 				t.Fatal("the drive left no slot held")
 			}
 			before := a.scheduled(t)
@@ -348,12 +348,11 @@ func TestAheadGivesBack(t *testing.T) {
 					t.Fatal(err)
 				}
 			default:
-				a.clock.Advance(100 * time.Millisecond) // the keeper's idle timer
-				deadline := time.Now().Add(10 * time.Second)
-				for a.scheduled(t) > before-100*time.Millisecond-5*time.Millisecond && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
-				before -= 100 * time.Millisecond
+				// Half a period without a request: idle, while the
+				// slots held are still ahead.
+				a.clock.Advance(50 * time.Millisecond)
+				before -= 50 * time.Millisecond
+				aheadSettled(t, a.tr, true) // given back: the schedule says how much
 			}
 			after := a.scheduled(t)
 			t.Logf("schedule taken %v ahead before, %v after", before, after)
@@ -391,12 +390,19 @@ func TestAheadPause(t *testing.T) {
 }
 
 // aheadSettled waits until tr's keepers have no batch asked for or in
-// flight, and returns the slots its pools hold.
-func aheadSettled(tr *throttle.Transport) int64 {
+// flight (and, with empty, hold nothing), and returns the slots its
+// pools hold. A keeper that never settles fails the test after a minute
+// of the real clock: no step waits on the test's clock.
+func aheadSettled(t *testing.T, tr *throttle.Transport, empty bool) int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for {
 		held, busy := throttle.AheadHeld(tr)
-		if !busy {
+		if !busy && (!empty || held == 0) {
 			return held
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keepers did not settle: %d held, busy %v", held, busy)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -409,7 +415,7 @@ func TestAheadStoreDown(t *testing.T) {
 	t.Parallel()
 	a := newAheadOne(t, aheadYAML)
 	a.drive(t, 100, 5*time.Millisecond)
-	held := aheadSettled(a.tr)
+	held := aheadSettled(t, a.tr, false)
 	a.st.down.Store(true)
 	sent := 0
 	for i := 0; ; i++ {

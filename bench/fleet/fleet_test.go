@@ -240,7 +240,7 @@ func TestVendorStack(t *testing.T) {
 		t.Errorf("counters: limit %q, remaining %q; want the daily quota's 2, 1", lim, rem)
 	}
 	// throttle syncs to the counter the vendor names.
-	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true)
+	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true, 0)
 	if name := resp.Header.Get("X-RateLimit-Resource"); !strings.Contains(cfg, "counters: {"+name+": daily}") {
 		t.Errorf("the vendor names its counter %q; throttle's configuration maps another:\n%s", name, cfg)
 	}

@@ -80,6 +80,14 @@ type workerResult struct {
 	// store's Reserve called with a context not yet ended (one that has
 	// ended returns its error before any round trip).
 	Decisions int64 `json:"decisions,omitempty"`
+	// Added is, per request that reached throttle, the time from the
+	// client's call to the request leaving for the vendor, or to its
+	// refusal (ns); Sent says which it was.
+	Added []int64 `json:"added,omitempty"`
+	Sent  []bool  `json:"sent,omitempty"`
+	// Commands counts every Redis command throttle's client sent after
+	// the warm-up (scripts, subscriptions, everything).
+	Commands int64 `json:"commands,omitempty"`
 }
 
 // decisionKey marks the context of a decision (timedStore.Reserve), so
@@ -90,7 +98,12 @@ type decisionKey struct{}
 // fleet's requests: within a decision, or after one (a request's context
 // carries its slot, and the transport's calls after the decision keep the
 // request's values). Warm-up calls carry neither and are not counted.
-type scriptCounter struct{ decision, after atomic.Int64 }
+type scriptCounter struct {
+	decision, after atomic.Int64
+	// all counts every command once on is set (after the warm-up).
+	all atomic.Int64
+	on  atomic.Bool
+}
 
 func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -100,6 +113,9 @@ func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 
 func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.on.Load() {
+			c.all.Add(1)
+		}
 		switch cmd.Name() {
 		case "evalsha", "eval", "evalsha_ro", "eval_ro":
 			if ctx.Value(decisionKey{}) != nil {
@@ -126,6 +142,15 @@ func (r *recorder) latency(d time.Duration) {
 func (r *recorder) accuracy(d time.Duration) {
 	r.mu.Lock()
 	r.res.Accuracy = append(r.res.Accuracy, int64(d))
+	r.mu.Unlock()
+}
+
+// added records a request's added latency: until it left for the vendor
+// (sent) or was refused.
+func (r *recorder) added(d time.Duration, sent bool) {
+	r.mu.Lock()
+	r.res.Added = append(r.res.Added, int64(d))
+	r.res.Sent = append(r.res.Sent, sent)
 	r.mu.Unlock()
 }
 
@@ -159,6 +184,8 @@ func RunWorker() error {
 // slot carries the reserved slot of one request from the store wrapper to
 // the send wrapper.
 type slot struct {
+	// began is when the client called the throttle with the request.
+	began  time.Time
 	at     time.Time
 	waited bool
 	// earliest is the decision's start plus its wait: no later than the
@@ -208,6 +235,11 @@ type sendTimer struct {
 
 func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	sl, ok := req.Context().Value(slotKey{}).(*slot)
+	if ok && !sl.began.IsZero() {
+		s.rec.added(time.Since(sl.began), true)
+	}
+	// A request served from quota taken ahead made no decision of its
+	// own: it has no slot to be late after.
 	if !ok || sl.earliest.IsZero() {
 		return s.base.RoundTrip(req)
 	}
@@ -220,7 +252,7 @@ func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // throttleConfig is the providers YAML of a scenario for throttle.
-func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync bool) string {
+func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync bool, ahead time.Duration) string {
 	var b strings.Builder
 	b.WriteString("version: 1\nproviders:\n  vendor:\n")
 	fmt.Fprintf(&b, "    hosts: [%q]\n", host)
@@ -231,6 +263,9 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 	}
 	if localShare > 0 {
 		fmt.Fprintf(&b, "    on_store_error: local\n    local_share: %g\n", localShare)
+	}
+	if ahead > 0 {
+		fmt.Fprintf(&b, "    ahead: {period: %s}\n", ahead)
 	}
 	// Every limit per business: each business's keys in a hash tag of
 	// their own, as a vendor's per-account quotas would be configured.
@@ -283,20 +318,32 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 
 	var client *http.Client
 	var lim limiter
+	closeTr := func() error { return nil } // throttle's Transport.Close: what it took ahead goes back
 	var st *redisstore.Store
 	scripts := &scriptCounter{}
 	switch spec.Algo {
-	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync:
+	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleAhead:
 		rdb.AddHook(scripts)
 		share := 0.0
 		if spec.Algo == AlgoThrottleLocal {
 			share = 1 / float64(spec.Processes)
 		}
-		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share, spec.Algo != AlgoThrottleNoSync)))
+		var ahead time.Duration
+		if spec.Algo == AlgoThrottleAhead {
+			ahead = sc.AheadPeriod
+		}
+		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"),
+			share, spec.Algo != AlgoThrottleNoSync, ahead)))
 		if err != nil {
 			return nil, err
 		}
-		st, err = redisstore.New(rdb, redisstore.Options{Prefix: spec.Prefix})
+		sopts := redisstore.Options{Prefix: spec.Prefix}
+		if sc.FarRedis > 0 {
+			// A far Redis's calls get several round trips, as
+			// docs/operations.md advises for one in another region.
+			sopts.Timeout = time.Second
+		}
+		st, err = redisstore.New(rdb, sopts)
 		if err != nil {
 			return nil, err
 		}
@@ -307,6 +354,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 			return nil, err
 		}
 		client = &http.Client{Transport: tr}
+		closeTr = tr.Close
 	case AlgoFixedWindow:
 		lim = &fixedWindow{rdb: rdb, prefix: spec.Prefix, limits: spec.Limits}
 	case AlgoRedisRate:
@@ -323,6 +371,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	}
 
 	warmUp(spec, rdb, httpBase, st)
+	scripts.on.Store(true)
 	rec.res.Late = max(0, int64(time.Since(spec.Start)))
 	end := spec.Start.Add(sc.Duration)
 	runCtx, cancel := context.WithDeadline(context.Background(), end)
@@ -345,7 +394,9 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	dispatch(spec, end, jobs, rec)
 	close(jobs)
 	wg.Wait()
+	_ = closeTr()
 	rec.res.DecisionScripts, rec.res.AfterScripts = scripts.decision.Load(), scripts.after.Load()
+	rec.res.Commands = scripts.all.Load()
 	return &rec.res, nil
 }
 
@@ -404,7 +455,8 @@ func newRequest(ctx context.Context, spec *workerSpec, biz string) (*http.Reques
 }
 
 func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) {
-	ctx = context.WithValue(ctx, slotKey{}, &slot{})
+	began := time.Now()
+	ctx = context.WithValue(ctx, slotKey{}, &slot{began: began})
 	if sc := &spec.Scenario; sc.Estimate > 0 { // a model API: reserve max_tokens, settle the usage
 		ctx = throttle.WithSettle(throttle.WithCost(ctx, sc.Estimate), throttle.OpenAIUsage(sc.Vendor[0].Name))
 	}
@@ -419,6 +471,7 @@ func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in I
 		var le *throttle.LimitError
 		switch {
 		case errors.As(err, &le):
+			rec.added(time.Since(began), false)
 			rec.outcome(OutRefused, nil)
 		case errors.Is(err, throttle.ErrStoreUnavailable):
 			rec.outcome(OutStoreError, err)
