@@ -36,6 +36,7 @@
 //	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
 //	    sync: {...}                 # see Sync
+//	    ahead: {period: 200ms}      # see Ahead
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
 //
@@ -235,6 +236,22 @@
 // ceiling below the rate, or with a headroom that stretches the limit's
 // period (2/s at 95% is 2 per 1.05s, which a stated limit per second
 // cannot scale) is an error.
+//
+// # Ahead
+//
+// ahead (on a provider, for each of its GCRA limits, or on one GCRA limit,
+// whose own replaces it; false leaves a limit out) is the period of quota
+// taken ahead: a process reserves the slots it expects to use in that
+// period in one store call and decides its requests against them
+// locally (Limit.Ahead, Resolution.Ahead; docs/decisions.md, "Quota
+// taken ahead"):
+//
+//	ahead: {period: 200ms}
+//
+// ahead on a calendar or rolling window, a concurrency limit, a learning
+// limit, or a limit a sync counter or a settled figure is mapped to, a
+// period below MinAheadPeriod or above half the limit's burst span
+// (burst × interval), are errors.
 //
 // # Variables
 //
