@@ -30,11 +30,14 @@ var (
 	pauseLua string
 	//go:embed after.lua
 	afterLua string
+	//go:embed lone.lua
+	loneLua string
 
 	reserveScript = newScript(reserveLua)
 	cancelScript  = newScript(cancelLua)
 	pauseScript   = newScript(pauseLua)
 	afterScript   = newScript(afterLua)
+	loneScript    = newScript(loneLua)
 )
 
 // newScript returns the script of src with prelude.lua in front: the now,
@@ -208,7 +211,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	var boundsBuf [4]*windowArgs
 	c, bounds := s.reserveArgs(req, len(keys)-n-nl, nl, boundsBuf[:0])
 
-	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args}, c.alone)
+	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args, lone: c.lone}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -254,6 +257,9 @@ type reserveCall struct {
 	// alone: the decision is not coalesced (only stacks of GCRA and
 	// window limits are).
 	alone bool
+	// lone: a stack lone.lua decides, when the call holds this decision
+	// alone (loneStack).
+	lone bool
 }
 
 // reserveArgs returns the call of req, whose keys end with np pause keys
@@ -295,6 +301,7 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 	n := len(req.Items)
 	c.args = make([]any, 3, 3+argc)
 	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nl)
+	c.lone = loneStack(req, argc)
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		if lead > 0 && l.Kind == quota.GCRA && !l.Learn {
@@ -308,6 +315,31 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 		}
 	}
 	return c, bounds
+}
+
+// loneStack reports whether lone.lua decides req when its call holds it
+// alone: a stack of GCRA limits that do not learn, each key once, whose
+// arguments (argc, the request's count of ARGV entries) are those
+// lone.lua reads and no more: a request that carries anything else goes
+// to reserve.lua.
+func loneStack(req *quota.Request, argc int) bool {
+	want := 5
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		if l.Kind != quota.GCRA || l.Learn {
+			return false
+		}
+		want += 4
+		if req.Lead > 0 {
+			want++
+		}
+		for j := range i {
+			if req.Items[j].Key == req.Items[i].Key {
+				return false
+			}
+		}
+	}
+	return argc == want
 }
 
 // leadArgs appends the arguments of a GCRA item charged with a lead of
