@@ -239,6 +239,9 @@ func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provid
 	}
 	paused := t.failover.pausedFor(q) > 0
 	pl.mu.Lock()
+	// Read under the lock: a batch that came in before it is never
+	// later than now, so its slots are not taken for ones to wait for.
+	now = t.clock.Now()
 	pl.p, pl.period = p, period
 	pl.demand(now)
 	if paused {

@@ -491,3 +491,42 @@ providers:
 		}
 	})
 }
+
+// TestAheadNoSpuriousRefusals: many goroutines of one process, on the
+// real clock, against a limit far above their demand, fail fast: a
+// batch that comes in while a request is deciding is never taken for
+// slots to wait for, so nothing is refused.
+func TestAheadNoSpuriousRefusals(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    ahead: {period: 100ms}
+    limits: [{name: peak, limit: 1000000/s, burst: 1000000000}]
+`
+	st := quota.NewMemoryStore(quota.MemoryOptions{})
+	tr, _ := e2eTransport(t, yaml, "api.vendor.test", throttle.WithStore(st), throttle.WithBase(nopTransport{&http.Response{StatusCode: 200, Body: http.NoBody}}))
+	t.Cleanup(func() { _ = tr.Close() })
+	var refused atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", "https://api.vendor.test/v1/x", nil)
+			for range 3000 {
+				if _, err := tr.RoundTrip(req); err != nil {
+					refused.Add(1)
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := refused.Load(); n > 0 {
+		t.Errorf("%d of 48000 requests refused against a limit far above the demand, the first: %v", n, first.Load())
+	}
+}

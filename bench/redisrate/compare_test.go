@@ -292,7 +292,7 @@ func (n nopBase) RoundTrip(*http.Request) (*http.Response, error) { return n.res
 
 // aheadTransport is a throttle.Transport on st whose one limit, as far
 // above what Redis decides per second as the others, takes quota ahead.
-func aheadTransport(b *testing.B, st *redisstore.Store) *throttle.Transport {
+func aheadTransport(b testing.TB, st *redisstore.Store) *throttle.Transport {
 	cfg, err := providers.Load("ahead.yaml", []byte(`
 providers:
   vendor:
