@@ -43,16 +43,23 @@ type aheadPools struct {
 	keepers sync.WaitGroup
 }
 
-// aheadKey names a stack: its tag, its Over pause and its items, each
-// with its cost. Every request of a stack decides alike, so they share
-// one pool.
+// aheadKey names a stack: its tag, its Over pause, its priority class
+// and its items, each with its cost. Every request of a stack decides
+// alike, so they share one pool.
 //
-// When quota.Request gets a field that changes a decision (issue 20's
-// priority class), it belongs here too: TestAheadKeyCoversRequest fails
-// until it is added or declared irrelevant.
+// The class is in the key although no limit with classes takes quota
+// ahead yet (providers refuses ahead on a limit with a reserve or pace):
+// a stack's other limits ignore it, but pools must never mix classes, so
+// that a batch's class is the class of every request it serves once
+// lanes do take quota ahead.
+//
+// When quota.Request gets a field that changes a decision, it belongs
+// here too: TestAheadKeyCoversRequest fails until it is added or
+// declared irrelevant.
 type aheadKey struct {
 	tag   string
 	over  quota.PauseKey
+	class int
 	n     int
 	items [maxAheadItems]aheadItem
 }
@@ -177,7 +184,7 @@ func (a *aheadPools) close() error {
 
 // keyOf returns the key of q's stack; false when it has too many items.
 func keyOf(q *quota.Request) (aheadKey, bool) {
-	k := aheadKey{tag: q.Tag, over: q.Over, n: len(q.Items)}
+	k := aheadKey{tag: q.Tag, over: q.Over, class: q.Class, n: len(q.Items)}
 	if k.n > maxAheadItems {
 		return k, false
 	}
@@ -665,7 +672,7 @@ func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 // request is a copy of the pool's stack, each item's cost set, to be
 // scaled to a batch. pl.mu is held.
 func (pl *aheadPool) request() quota.Request {
-	q := quota.Request{Tag: pl.key.tag, Over: pl.key.over, Pauses: pl.pauses, MaxWait: pl.period,
+	q := quota.Request{Tag: pl.key.tag, Over: pl.key.over, Class: pl.key.class, Pauses: pl.pauses, MaxWait: pl.period,
 		Items: make([]quota.Item, pl.key.n)}
 	for i := range q.Items {
 		it := &pl.key.items[i]

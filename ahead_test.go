@@ -233,7 +233,7 @@ func TestAheadKeyCoversRequest(t *testing.T) {
 	known := map[string]string{
 		"Tag": "in the key", "Items": "in the key, each item's limit, key and cost", "Pauses": "compared with the pool's",
 		"Over": "in the key", "Cost": "in the key, through each item's cost", "MaxWait": "checked per request",
-		"Lead": "set by the batch itself",
+		"Lead": "set by the batch itself", "Class": "in the key",
 	}
 	rt := reflect.TypeFor[quota.Request]()
 	for i := range rt.NumField() {

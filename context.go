@@ -14,6 +14,7 @@ const (
 	limitCostsKey
 	maxWaitKey
 	settlerKey
+	priorityKey
 )
 
 // WithBusiness returns a context whose requests count against the limits

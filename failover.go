@@ -137,16 +137,17 @@ func (f *failover) pausedFor(q *quota.Request) time.Duration {
 }
 
 // pause holds back key (in tag) for d after p's vendor throttled a
-// request: in the store, and in the in-process limiter when that decides
-// p's requests during an outage, since it must honour the vendor's delay
-// too. It reports whether either took the pause.
-func (f *failover) pause(ctx context.Context, p *providers.Provider, tag, key string, d time.Duration) bool {
+// request: in the store, with why (a store that keeps reasons records it
+// for operators: quota.ReasonPauser), and in the in-process limiter when
+// that decides p's requests during an outage, since it must honour the
+// vendor's delay too. It reports whether either took the pause.
+func (f *failover) pause(ctx context.Context, p *providers.Provider, tag, key string, d time.Duration, why string) bool {
 	paused := false
 	if p.OnStoreError == providers.Local && f.store != quota.Store(f.local) {
 		paused = f.local.Pause(ctx, tag, key, d) == nil
 	}
 	if probe, ok := f.admit(); ok {
-		err := f.store.Pause(ctx, tag, key, d)
+		err := quota.PauseWithReason(ctx, f.store, tag, key, d, why)
 		f.settle(ctx, p, probe, err)
 		paused = paused || err == nil
 	}
@@ -244,7 +245,7 @@ func (f *failover) settle(ctx context.Context, p *providers.Provider, probe bool
 // fallback applies p's on_store_error policy to q; cause is why the store
 // did not decide.
 func (f *failover) fallback(ctx context.Context, p *providers.Provider, q *quota.Request, cause error) (*quota.Reservation, error) {
-	f.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Policy: p.OnStoreError, Err: cause})
+	f.observe(ctx, Event{Kind: FellBack, Provider: p.Name, Class: p.ClassName(q.Class), Policy: p.OnStoreError, Err: cause})
 	switch p.OnStoreError {
 	case providers.FailOpen:
 		return nil, errFailOpen

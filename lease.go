@@ -32,6 +32,7 @@ type leaseHold struct {
 	l        *leases
 	rsv      *quota.Reservation // replaced by retake, before release reads it
 	provider string
+	class    string          // the request's priority class, for its events
 	ctx      context.Context // the request's values, without its cancellation
 	every    time.Duration
 
@@ -75,15 +76,15 @@ type leaseKey struct{ tag, key string }
 // (retake).
 // The round trip counts as activity until the caller takes it off
 // (leaseHold.active).
-func (l *leases) hold(ctx context.Context, provider string, q *quota.Request, rsv *quota.Reservation, again func(context.Context) (*quota.Reservation, error)) *leaseHold {
-	h := &leaseHold{l: l, rsv: rsv, provider: provider, ctx: context.WithoutCancel(ctx),
+func (l *leases) hold(ctx context.Context, provider, class string, q *quota.Request, rsv *quota.Reservation, again func(context.Context) (*quota.Reservation, error)) *leaseHold {
+	h := &leaseHold{l: l, rsv: rsv, provider: provider, class: class, ctx: context.WithoutCancel(ctx),
 		every: max(leaseTTL(q)/2, time.Millisecond), stop: make(chan struct{}), done: make(chan struct{})}
 	if again != nil {
 		h.keys, h.again = leaseKeys(q), again
 		l.count(h.keys, 1)
 	}
 	h.active.Store(1)
-	l.observe(ctx, Event{Kind: Leased, Provider: provider})
+	l.observe(ctx, Event{Kind: Leased, Provider: provider, Class: class})
 	go h.renew()
 	return h
 }
@@ -138,7 +139,7 @@ func (h *leaseHold) renew() {
 		if h.active.Load() == 0 && r == seen {
 			if idle++; idle >= 2 {
 				h.expired.Store(true)
-				h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
+				h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Class: h.class})
 				return
 			}
 			continue
@@ -149,7 +150,7 @@ func (h *leaseHold) renew() {
 		case errors.Is(err, quota.ErrLeaseLost):
 			h.retake()
 		case err != nil:
-			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Class: h.class, Err: err})
 		}
 	}
 }
@@ -179,7 +180,7 @@ func (h *leaseHold) abandon() {
 		<-h.done
 		h.l.count(h.keys, -1)
 		if !h.expired.Load() { // else reported when the renewals stopped
-			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider})
+			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Class: h.class})
 		}
 	})
 }
@@ -203,7 +204,7 @@ func (h *leaseHold) retake() {
 	old := h.rsv
 	h.rsv = rsv // release reads it only once the renewals have ended
 	if err := old.Release(h.ctx); err != nil {
-		h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+		h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Class: h.class, Err: err})
 	}
 }
 
@@ -215,14 +216,14 @@ func (h *leaseHold) release() {
 		h.l.count(h.keys, -1)
 		err := h.rsv.Release(h.ctx)
 		if err != nil {
-			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: StoreError, Provider: h.provider, Class: h.class, Err: err})
 		}
 		switch {
 		case h.expired.Load(): // reported when the renewals stopped
 		case err != nil:
-			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Err: err})
+			h.l.observe(h.ctx, Event{Kind: LeaseExpired, Provider: h.provider, Class: h.class, Err: err})
 		default:
-			h.l.observe(h.ctx, Event{Kind: Released, Provider: h.provider})
+			h.l.observe(h.ctx, Event{Kind: Released, Provider: h.provider, Class: h.class})
 		}
 	})
 }

@@ -92,6 +92,11 @@ type Event struct {
 	// Limit names the limit that decided ("pause" for a pause), or "".
 	// Waited and Cancelled name the limit that made the request wait.
 	Limit string
+	// Class is the request's priority class (WithPriority, its route's
+	// or its provider's default), one of the provider's classes; "" when
+	// the provider declares none, and in the events of no one request
+	// (a StoreError of a watch).
+	Class string
 	// Wait is the wait for the slot (Decided, Waited), the retry-after
 	// (Refused) or the pause (Paused).
 	Wait time.Duration
@@ -152,6 +157,9 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 	attrs := []slog.Attr{slog.String("provider", e.Provider), slog.String("event", e.Kind.String())}
 	if e.Limit != "" {
 		attrs = append(attrs, slog.String("limit", e.Limit))
+	}
+	if e.Class != "" {
+		attrs = append(attrs, slog.String("class", e.Class))
 	}
 	if e.Wait != 0 {
 		attrs = append(attrs, slog.Duration("wait", e.Wait))

@@ -119,3 +119,15 @@ func TestSlogObserverLeasesAndSettled(t *testing.T) {
 		}
 	}
 }
+
+func TestSlogObserverClass(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	obs := throttle.SlogObserver(slog.New(slog.NewTextHandler(&buf, nil)))
+	obs.Observe(context.Background(), throttle.Event{Kind: throttle.Refused, Provider: "github", Limit: "core", Class: "batch", Wait: time.Second})
+	obs.Observe(context.Background(), throttle.Event{Kind: throttle.Refused, Provider: "stripe", Limit: "peak", Wait: time.Second})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "limit=core class=batch wait=1s") || strings.Contains(lines[1], "class=") {
+		t.Errorf("logged:\n%s\nwant class=batch on the first line alone", buf.String())
+	}
+}

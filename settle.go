@@ -102,9 +102,10 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 }
 
 // settleFunc returns what a meteredBody calls at the end of the body:
-// Settle of rsv, a reservation of q for provider, with the actual costs by
-// limit name; observe is told what was settled, or the store's error.
-func settleFunc(ctx context.Context, observe func(context.Context, Event), provider string, q *quota.Request, rsv *quota.Reservation) func(map[string]int64) {
+// Settle of rsv, a reservation of q for provider (of the priority class
+// class), with the actual costs by limit name; observe is told what was
+// settled, or the store's error.
+func settleFunc(ctx context.Context, observe func(context.Context, Event), provider, class string, q *quota.Request, rsv *quota.Reservation) func(map[string]int64) {
 	names := make([]string, len(q.Items))
 	estimates := make([]int64, len(q.Items))
 	rates := make([]int64, len(q.Items)) // as decided: a learning limit at its learned rate
@@ -129,7 +130,7 @@ func settleFunc(ctx context.Context, observe func(context.Context, Event), provi
 			// The store keeps the estimate for such a figure too; this
 			// says so (a sum of two figures may even be above 2^51).
 			if estimates[i] >= 0 && quota.Implausible(c, rates[i]) {
-				observe(ctx, Event{Kind: SettleMalformed, Provider: provider, Limit: name, Delta: c - estimates[i]})
+				observe(ctx, Event{Kind: SettleMalformed, Provider: provider, Class: class, Limit: name, Delta: c - estimates[i]})
 				continue
 			}
 			actual[i], any = c, true
@@ -138,12 +139,12 @@ func settleFunc(ctx context.Context, observe func(context.Context, Event), provi
 			return
 		}
 		if err := rsv.Settle(ctx, actual); err != nil {
-			observe(ctx, Event{Kind: StoreError, Provider: provider, Err: err})
+			observe(ctx, Event{Kind: StoreError, Provider: provider, Class: class, Err: err})
 			return
 		}
 		for i, c := range actual {
 			if c >= 0 && estimates[i] >= 0 && c != estimates[i] {
-				observe(ctx, Event{Kind: Settled, Provider: provider, Limit: names[i], Delta: c - estimates[i]})
+				observe(ctx, Event{Kind: Settled, Provider: provider, Class: class, Limit: names[i], Delta: c - estimates[i]})
 			}
 		}
 	}

@@ -48,6 +48,11 @@ type Transport struct {
 	leases *leases
 	// ahead holds the quota taken ahead (ahead.go).
 	ahead aheadPools
+	// plans keeps what the WithPlans function named (plans.go), and
+	// planOf is its lookup, made once so that a request copies it
+	// without an allocation; both nil without WithPlans.
+	plans  *planCache
+	planOf func(business string) string
 
 	retry retrySettings
 }
@@ -195,6 +200,12 @@ func New(opts ...Option) (*Transport, error) {
 		}
 		t.registry = providers.NewRegistry(cfg)
 	}
+	if t.plans != nil && t.plans.f != nil {
+		t.plans.clock = t.clock
+		t.planOf = t.plans.planOf
+	} else {
+		t.plans = nil // WithPlanCache alone
+	}
 	t.leases = &leases{clock: t.clock, observe: t.observe}
 	f := &t.failover
 	f.heldShared = t.leases.heldShared
@@ -283,7 +294,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errZeroTransport
 	}
 	ctx := req.Context()
-	res, ok, err := t.registry.Resolve(req, input(ctx))
+	in := input(ctx)
+	in.PlanOf = t.planOf
+	res, ok, err := t.registry.Resolve(req, in)
 	if !ok {
 		return t.base.RoundTrip(req)
 	}
@@ -351,7 +364,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 		}
 		decider := deciderName(q, rsv.Decider)
 		if !rsv.Allowed {
-			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider,
+			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
 				Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 			if shadow {
 				return rsv, nil
@@ -366,7 +379,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 				Deadline: cut && (rsv.RetryAfter <= limit || leaseDecided(q, rsv.Decider)),
 			}
 		}
-		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider,
+		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
 			Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
 		if rsv.Wait <= 0 || shadow {
 			return rsv, nil
@@ -375,10 +388,10 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 			stop = t.failover.watchPauses(ctx, p)
 		}
 		if err := t.wait(ctx, rsv); err != nil {
-			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
+			t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class), Wait: rsv.Wait})
 			return nil, fmt.Errorf("throttle: %s: waiting %v for a slot: %w", p.Name, rsv.Wait, err)
 		}
-		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Wait: rsv.Wait})
+		t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class), Wait: rsv.Wait})
 		if t.failover.pausedFor(q) <= 0 {
 			return rsv, nil
 		}
@@ -387,7 +400,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 		// the new decision would hold a second set.
 		if rsv.HoldsLeases() {
 			if err := rsv.Release(ctx); err != nil {
-				t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Err: err})
+				t.observe(ctx, Event{Kind: StoreError, Provider: p.Name, Class: p.ClassName(q.Class), Err: err})
 			}
 		}
 		r := *q
@@ -440,7 +453,7 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 				timer.Stop()
 				w.Done(false)
 				waited := t.clock.Now().Sub(start)
-				t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: lim.Limit.Name, Wait: waited})
+				t.observe(ctx, Event{Kind: Cancelled, Provider: p.Name, Limit: lim.Limit.Name, Class: p.ClassName(q.Class), Wait: waited})
 				return nil, fmt.Errorf("throttle: %s: waiting %v for a lease of %q: %w", p.Name, waited, lim.Limit.Name, ctx.Err())
 			}
 		}
@@ -455,7 +468,7 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 		rsv = next
 		if rsv.Allowed {
 			w.Done(false)
-			t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: lim.Limit.Name, Wait: t.clock.Now().Sub(start)})
+			t.observe(ctx, Event{Kind: Waited, Provider: p.Name, Limit: lim.Limit.Name, Class: p.ClassName(q.Class), Wait: t.clock.Now().Sub(start)})
 			return rsv, nil
 		}
 		if !leaseDecided(q, rsv.Decider) {
@@ -478,7 +491,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 				return t.failover.retakeLeases(ctx, res.Provider, q)
 			}
 		}
-		h = t.leases.hold(ctx, res.Provider.Name, q, rsv, again)
+		h = t.leases.hold(ctx, res.Provider.Name, res.Class(), q, rsv, again)
 	}
 	resp, err := t.send(req, res, rsv)
 	if h != nil {
@@ -496,7 +509,7 @@ func (t *Transport) sendAdmitted(req *http.Request, res *providers.Resolution, q
 	}
 	if s != nil {
 		if m := s(resp); m != nil {
-			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: settleFunc(ctx, t.observe, res.Provider.Name, q, rsv)}
+			resp.Body = &meteredBody{ReadCloser: resp.Body, m: m, settle: settleFunc(ctx, t.observe, res.Provider.Name, res.Class(), q, rsv)}
 		}
 	}
 	if h != nil {
@@ -544,7 +557,7 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	if !v.Throttled {
 		return resp, nil
 	}
-	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
+	t.observe(ctx, Event{Kind: UpstreamThrottled, Provider: p.Name, Class: res.Class(), Status: resp.StatusCode, Wait: v.Delay, Err: v.Err})
 	if res.Pause == "" || res.Request.Tag == "" {
 		return resp, nil
 	}
@@ -557,14 +570,15 @@ func (t *Transport) send(req *http.Request, res *providers.Resolution, rsv *quot
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d) {
-		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+	why := throttledReason(req.URL.Host, resp.StatusCode, v, d)
+	if t.failover.pause(pctx, p, res.Request.Tag, res.Pause, d, why) {
+		t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: d})
 	}
 	// A tenant's requests read their own pause alone (one hash tag per
 	// decision): the provider's pause holds back the rest.
 	if tag, key := p.PauseKey(""); v.Global && (tag != res.Request.Tag || key != res.Pause) {
-		if t.failover.pause(pctx, p, tag, key, d) {
-			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: d})
+		if t.failover.pause(pctx, p, tag, key, d, why) {
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: d})
 		}
 	}
 	return resp, nil
@@ -597,8 +611,8 @@ func (t *Transport) syncCounters(ctx context.Context, resp *http.Response, res *
 		t.failover.sync(sctx, p, rsv, cs.Observed)
 	}
 	if cs.Hold > 0 && res.Pause != "" && res.Request.Tag != "" {
-		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold) {
-			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Wait: cs.Hold, Status: resp.StatusCode})
+		if t.failover.pause(sctx, p, res.Request.Tag, res.Pause, cs.Hold, countersReason(responseHost(resp), resp.StatusCode, cs.Hold)) {
+			t.observe(ctx, Event{Kind: Paused, Provider: p.Name, Limit: "pause", Class: res.Class(), Wait: cs.Hold, Status: resp.StatusCode})
 		}
 	}
 }
@@ -611,7 +625,7 @@ func (t *Transport) observe(ctx context.Context, e Event) {
 
 // input collects what the request's context says about it.
 func input(ctx context.Context) providers.Input {
-	in := providers.Input{Business: businessFrom(ctx), Cost: costFrom(ctx)}
+	in := providers.Input{Business: businessFrom(ctx), Cost: costFrom(ctx), Priority: priorityFrom(ctx)}
 	if d, ok := maxWaitFrom(ctx); ok {
 		in.MaxWait = &d
 	}

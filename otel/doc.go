@@ -35,14 +35,16 @@
 //	throttle.decisions        counter {decision}      every decision of the store (or the local limiter)
 //	    throttle.provider.name, throttle.outcome (admitted, refused),
 //	    throttle.limit.name (the limit that made the request wait or refused it; absent when none did),
-//	    throttle.mode (enforce, shadow: a shadow refusal was sent anyway)
+//	    throttle.mode (enforce, shadow: a shadow refusal was sent anyway),
+//	    throttle.priority.class (the request's priority class; absent when the provider has none)
 //	throttle.wait.duration    histogram s             the wait each admitted request was given,
 //	                                                  0 when it went at once (in shadow mode, the
 //	                                                  wait it would have had)
-//	    throttle.provider.name, throttle.limit.name (when a limit made it wait)
+//	    throttle.provider.name, throttle.limit.name (when a limit made it wait),
+//	    throttle.priority.class
 //	throttle.cancellations    counter {cancellation}  requests whose context ended while they
 //	                                                  waited; their slots were given back
-//	    throttle.provider.name, throttle.limit.name
+//	    throttle.provider.name, throttle.limit.name, throttle.priority.class
 //	throttle.upstream.throttles counter {throttle}    responses in which the vendor said it
 //	                                                  throttled the request
 //	    throttle.provider.name, http.response.status_code
@@ -71,7 +73,7 @@
 //	                                                  (the store gives it back only where safe)
 //	throttle.settle.malformed counter {figure}        actual costs reported above the limit's rate,
 //	                                                  not settled (the estimates stayed charged)
-//	    throttle.provider.name, throttle.limit.name (the limit settled)
+//	    throttle.provider.name, throttle.limit.name (the limit settled), throttle.priority.class
 //
 // throttle.lease.count follows the conventions' count of things in use
 // (db.client.connection.count): an UpDownCounter per process, whose sum
@@ -82,8 +84,9 @@
 // Refusals by limit are throttle.decisions with throttle.outcome=refused,
 // by throttle.limit.name: one instrument, so that the sum over its
 // attributes is every decision, as the conventions ask. Every attribute
-// takes bounded values: provider and limit names come from the
-// configuration. Scope values (tenant ids) are never attributes. The
+// takes bounded values: provider, limit and class names come from the
+// configuration (a class is one its provider declares, at most
+// quota.MaxClasses). Scope values (tenant ids) are never attributes. The
 // histogram advises DefaultBuckets as its bucket boundaries; a View in the
 // MeterProvider changes them.
 //
@@ -99,7 +102,8 @@
 // (kind internal) of the span in its context — the caller's span, or the
 // HTTP client span when otelhttp wraps the transport — from the start of
 // the wait to its end, with throttle.provider.name, throttle.limit.name
-// (the limit that made it wait) and throttle.outcome (admitted, or
+// (the limit that made it wait), throttle.priority.class (when the
+// provider has classes) and throttle.outcome (admitted, or
 // cancelled when the request's context ended first, the span's status
 // then being Error). A child span rather than a span event "throttle.wait"
 // on the caller's span, because the wait is an interval, and a span is

@@ -24,6 +24,9 @@ const (
 	ProviderKey = attribute.Key("throttle.provider.name")
 	// LimitKey is the name of the limit that decided.
 	LimitKey = attribute.Key("throttle.limit.name")
+	// ClassKey is the request's priority class, one its provider
+	// declares; absent when the provider declares none.
+	ClassKey = attribute.Key("throttle.priority.class")
 	// OutcomeKey is what became of the request: OutcomeAdmitted,
 	// OutcomeRefused or OutcomeCancelled.
 	OutcomeKey = attribute.Key("throttle.outcome")
@@ -194,12 +197,16 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 }
 
 // byLimit returns the attributes of e's provider, of the limit that
-// decided (absent, not empty, when none did: the conventions'
-// "conditionally required") and extra.
+// decided and of the request's priority class (each absent, not empty,
+// when there is none: the conventions' "conditionally required") and
+// extra.
 func byLimit(e throttle.Event, extra ...attribute.KeyValue) metric.MeasurementOption {
-	attrs := append(make([]attribute.KeyValue, 0, 4), ProviderKey.String(e.Provider))
+	attrs := append(make([]attribute.KeyValue, 0, 5), ProviderKey.String(e.Provider))
 	if e.Limit != "" {
 		attrs = append(attrs, LimitKey.String(e.Limit))
+	}
+	if e.Class != "" {
+		attrs = append(attrs, ClassKey.String(e.Class))
 	}
 	return metric.WithAttributes(append(attrs, extra...)...)
 }
@@ -219,9 +226,12 @@ func waitSpan(ctx context.Context, e throttle.Event, outcome string) {
 	if !parent.IsRecording() {
 		return
 	}
-	attrs := append(make([]attribute.KeyValue, 0, 3), ProviderKey.String(e.Provider))
+	attrs := append(make([]attribute.KeyValue, 0, 4), ProviderKey.String(e.Provider))
 	if e.Limit != "" {
 		attrs = append(attrs, LimitKey.String(e.Limit))
+	}
+	if e.Class != "" {
+		attrs = append(attrs, ClassKey.String(e.Class))
 	}
 	end := time.Now()
 	_, span := parent.TracerProvider().Tracer(ScopeName).Start(ctx, "throttle.wait",

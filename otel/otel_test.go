@@ -359,3 +359,33 @@ func TestNewRejectsANilMeterProvider(t *testing.T) {
 		t.Errorf("New(WithMeterProvider(nil)) = %v, %v: want an error", o, err)
 	}
 }
+
+// A request's priority class is an attribute of its decisions, waits,
+// cancellations and settlements; absent for a provider without classes.
+func TestMetricsByClass(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, e := range []throttle.Event{
+		{Kind: throttle.Decided, Provider: "vendor", Class: "interactive"},
+		{Kind: throttle.Decided, Provider: "vendor", Class: "batch", Limit: "peak", Wait: time.Second},
+		{Kind: throttle.Refused, Provider: "vendor", Class: "batch", Limit: "peak"},
+		{Kind: throttle.Cancelled, Provider: "vendor", Class: "batch", Limit: "peak"},
+		{Kind: throttle.Decided, Provider: "vendor"},
+	} {
+		f.obs.Observe(ctx, e)
+	}
+	want := strings.TrimSpace(`
+throttle.cancellations [{cancellation}] {throttle.limit.name=peak throttle.priority.class=batch throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.limit.name=peak throttle.mode=enforce throttle.outcome=admitted throttle.priority.class=batch throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.limit.name=peak throttle.mode=enforce throttle.outcome=refused throttle.priority.class=batch throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted throttle.priority.class=interactive throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted throttle.provider.name=vendor} 1
+throttle.wait.duration [s] {throttle.limit.name=peak throttle.priority.class=batch throttle.provider.name=vendor} count=1 sum=1
+throttle.wait.duration [s] {throttle.priority.class=interactive throttle.provider.name=vendor} count=1 sum=0
+throttle.wait.duration [s] {throttle.provider.name=vendor} count=1 sum=0
+`)
+	if got := f.collect(); got != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+}

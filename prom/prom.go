@@ -7,9 +7,11 @@
 //	if err != nil { ... }
 //	client, err := throttle.NewClient(throttle.WithObserver(obs), ...)
 //
-// Every label takes bounded values: provider and limit names come from
-// the configuration, events are a fixed set, statuses are HTTP status
-// codes. Scope values (tenant ids) are never labels.
+// Every label takes bounded values: provider, limit and priority class
+// names come from the configuration (a class is one its provider
+// declares, at most quota.MaxClasses, or "" for a provider without
+// classes), events are a fixed set, statuses are HTTP status codes. Scope
+// values (tenant ids) are never labels.
 package prom
 
 import (
@@ -34,11 +36,12 @@ var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 
 // Metrics (names with the namespace of WithNamespace, if any, and "_"
 // before them):
 //
-//	throttle_events_total{provider,event,limit}      counter: every event by kind
+//	throttle_events_total{provider,event,limit,class} counter: every event by kind
 //	                                                 (decided, waited, refused, cancelled,
 //	                                                 upstream_throttled, paused, store_error,
-//	                                                 fell_back); limit is the deciding limit or ""
-//	throttle_wait_seconds{provider}                  histogram: the wait of each admitted request
+//	                                                 fell_back); limit is the deciding limit or "",
+//	                                                 class the request's priority class or ""
+//	throttle_wait_seconds{provider,class}            histogram: the wait of each admitted request
 //	throttle_remaining{provider,limit}               gauge: remaining after the latest decision,
 //	                                                 for limits with one state per provider only
 //	throttle_upstream_throttled_total{provider,status} counter: vendor throttles by status
@@ -171,13 +174,13 @@ func New(opts ...Option) (*Observer, error) {
 	o := &Observer{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: s.namespace, Subsystem: sub, Name: "events_total",
-			Help: "What the throttle did with requests, by provider, event and deciding limit.",
-		}, []string{"provider", "event", "limit"}),
+			Help: "What the throttle did with requests, by provider, event, deciding limit and priority class.",
+		}, []string{"provider", "event", "limit", "class"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: s.namespace, Subsystem: sub, Name: "wait_seconds",
-			Help:    "How long admitted requests waited for their reserved slot.",
+			Help:    "How long admitted requests waited for their reserved slot, by priority class.",
 			Buckets: s.buckets,
-		}, []string{"provider"}),
+		}, []string{"provider", "class"}),
 		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: s.namespace, Subsystem: sub, Name: "remaining",
 			Help: "Requests a provider-wide limit would still admit at once, after the latest decision.",
@@ -209,10 +212,10 @@ func New(opts ...Option) (*Observer, error) {
 
 // Observe records e.
 func (o *Observer) Observe(_ context.Context, e throttle.Event) {
-	o.events.WithLabelValues(e.Provider, e.Kind.String(), e.Limit).Inc()
+	o.events.WithLabelValues(e.Provider, e.Kind.String(), e.Limit, e.Class).Inc()
 	switch e.Kind {
 	case throttle.Decided:
-		o.wait.WithLabelValues(e.Provider).Observe(e.Wait.Seconds())
+		o.wait.WithLabelValues(e.Provider, e.Class).Observe(e.Wait.Seconds())
 	case throttle.UpstreamThrottled:
 		o.upstream.WithLabelValues(e.Provider, strconv.Itoa(e.Status)).Inc()
 	case throttle.Leased:

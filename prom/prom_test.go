@@ -37,11 +37,11 @@ func TestObserverRecordsEvents(t *testing.T) {
 	o.Observe(ctx, throttle.Event{Kind: throttle.UpstreamThrottled, Provider: "stripe", Status: 429})
 
 	want := `
-# HELP throttle_events_total What the throttle did with requests, by provider, event and deciding limit.
+# HELP throttle_events_total What the throttle did with requests, by provider, event, deciding limit and priority class.
 # TYPE throttle_events_total counter
-throttle_events_total{event="decided",limit="",provider="stripe"} 1
-throttle_events_total{event="refused",limit="peak",provider="stripe"} 1
-throttle_events_total{event="upstream_throttled",limit="",provider="stripe"} 1
+throttle_events_total{class="",event="decided",limit="",provider="stripe"} 1
+throttle_events_total{class="",event="refused",limit="peak",provider="stripe"} 1
+throttle_events_total{class="",event="upstream_throttled",limit="",provider="stripe"} 1
 # HELP throttle_remaining Requests a provider-wide limit would still admit at once, after the latest decision.
 # TYPE throttle_remaining gauge
 throttle_remaining{limit="peak",provider="stripe"} 0
@@ -80,12 +80,12 @@ func TestObserverLeasesAndDebt(t *testing.T) {
 # HELP throttle_debt_charged_total Cost charged beyond the reserved estimates when the actual costs were settled, by limit.
 # TYPE throttle_debt_charged_total counter
 throttle_debt_charged_total{limit="tpm",provider="openai"} 300
-# HELP throttle_events_total What the throttle did with requests, by provider, event and deciding limit.
+# HELP throttle_events_total What the throttle did with requests, by provider, event, deciding limit and priority class.
 # TYPE throttle_events_total counter
-throttle_events_total{event="lease_expired",limit="",provider="openai"} 1
-throttle_events_total{event="leased",limit="",provider="openai"} 3
-throttle_events_total{event="released",limit="",provider="openai"} 1
-throttle_events_total{event="settled",limit="tpm",provider="openai"} 4
+throttle_events_total{class="",event="lease_expired",limit="",provider="openai"} 1
+throttle_events_total{class="",event="leased",limit="",provider="openai"} 3
+throttle_events_total{class="",event="released",limit="",provider="openai"} 1
+throttle_events_total{class="",event="settled",limit="tpm",provider="openai"} 4
 # HELP throttle_leases_held Concurrency leases this process's requests hold now.
 # TYPE throttle_leases_held gauge
 throttle_leases_held{provider="openai"} 1
@@ -168,14 +168,14 @@ func TestOptions(t *testing.T) {
 	}
 	o.Observe(context.Background(), throttle.Event{Kind: throttle.Decided, Provider: "stripe", Wait: 2 * time.Second})
 	want := `
-# HELP acme_throttle_wait_seconds How long admitted requests waited for their reserved slot.
+# HELP acme_throttle_wait_seconds How long admitted requests waited for their reserved slot, by priority class.
 # TYPE acme_throttle_wait_seconds histogram
-acme_throttle_wait_seconds_bucket{provider="stripe",le="0"} 0
-acme_throttle_wait_seconds_bucket{provider="stripe",le="1"} 0
-acme_throttle_wait_seconds_bucket{provider="stripe",le="10"} 1
-acme_throttle_wait_seconds_bucket{provider="stripe",le="+Inf"} 1
-acme_throttle_wait_seconds_sum{provider="stripe"} 2
-acme_throttle_wait_seconds_count{provider="stripe"} 1
+acme_throttle_wait_seconds_bucket{class="",provider="stripe",le="0"} 0
+acme_throttle_wait_seconds_bucket{class="",provider="stripe",le="1"} 0
+acme_throttle_wait_seconds_bucket{class="",provider="stripe",le="10"} 1
+acme_throttle_wait_seconds_bucket{class="",provider="stripe",le="+Inf"} 1
+acme_throttle_wait_seconds_sum{class="",provider="stripe"} 2
+acme_throttle_wait_seconds_count{class="",provider="stripe"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "acme_throttle_wait_seconds"); err != nil {
 		t.Error(err)
@@ -192,5 +192,35 @@ acme_throttle_wait_seconds_count{provider="stripe"} 1
 		if o, err := prom.New(bad); err == nil || o != nil {
 			t.Errorf("New(%#v) = %v, %v: want an error", bad, o, err)
 		}
+	}
+}
+
+// A request's priority class labels its events and its wait; "" for a
+// provider without classes.
+func TestObserverLabelsByClass(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	o, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "github", Class: "interactive"})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "github", Class: "batch", Limit: "core", Wait: 2 * time.Second})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Refused, Provider: "github", Class: "batch", Limit: "core"})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "stripe"})
+	want := `
+# HELP throttle_events_total What the throttle did with requests, by provider, event, deciding limit and priority class.
+# TYPE throttle_events_total counter
+throttle_events_total{class="",event="decided",limit="",provider="stripe"} 1
+throttle_events_total{class="batch",event="decided",limit="core",provider="github"} 1
+throttle_events_total{class="batch",event="refused",limit="core",provider="github"} 1
+throttle_events_total{class="interactive",event="decided",limit="",provider="github"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_events_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(o, "throttle_wait_seconds"); n != 3 {
+		t.Errorf("wait histogram series = %d, want 3 (github interactive, github batch, stripe)", n)
 	}
 }

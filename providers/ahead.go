@@ -21,9 +21,10 @@ var aheadFields = []string{"period"}
 // provider's for each of its GCRA limits. It reports a limit that
 // cannot take quota ahead where the field that asked for it is
 // (docs/decisions.md, "Quota taken ahead"): a calendar or rolling window,
-// a concurrency cap, a limit that learns the vendor's figure or that a
-// sync counter or a settled figure is mapped to, and a period above half
-// the limit's burst span.
+// a concurrency cap, a limit that learns the vendor's figure, that has
+// priority classes or pacing, or that a sync counter or a settled figure
+// is mapped to, and a period above half the limit's burst span. It runs
+// after limitPriority, which sets each limit's Reserve and Pace.
 func (l *loader) aheads(p *Provider, pn *yaml.Node, path string, nodes []*limitNodes) {
 	var all time.Duration
 	if pn != nil {
@@ -103,6 +104,10 @@ func aheadRefused(q *quota.Limit, mapped bool) string {
 		return "a concurrency cap counts requests in flight: a lease held for a request not yet made is a lease nobody uses"
 	case q.Learn:
 		return "it learns the vendor's figure, and slots taken at one rate would be spent at another"
+	case q.Reserve != nil || q.Pace:
+		return "it keeps reserves for priority classes (its own or its provider's) or is paced, and a batch taken ahead would be charged in one class's lane " +
+			"and spent by requests of any class; taking quota ahead within a class's lane is not supported yet: " +
+			"leave ahead off for this limit (ahead: false) or give it no reserve"
 	case mapped:
 		return "a vendor counter (sync) or a settled cost (settle) is mapped to it: the vendor's figures cannot know what a process " +
 			"holds, so a drain or a refund would count the held slots twice"

@@ -148,7 +148,7 @@ func TestCatalogSalesforceRolling(t *testing.T) {
 		}
 		sf, _ := cfg.Provider("salesforce")
 		want := quota.Limit{Name: "daily-rolling", Kind: quota.Rolling, Rate: tc.want, Period: 24 * time.Hour}
-		if got := *sf.Limits[0].Quota; got != want {
+		if got := *sf.Limits[0].Quota; !got.Equal(&want) {
 			t.Errorf("env %v: salesforce limit %+v, want %+v", tc.env, got, want)
 		}
 	}

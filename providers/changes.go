@@ -56,6 +56,19 @@ const (
 	// ProviderAdded: a new provider, whose state starts empty. It moves
 	// nothing (Moves is false).
 	ProviderAdded
+	// LanesChanged: a GCRA limit gained, lost or changed the number of
+	// its class lanes (priority classes and reserves). The bottom lane
+	// keeps the limit's key, so the state of the requests of the bottom
+	// class stays; a new upper lane starts empty, that is full, so until
+	// it refills the fleet may admit up to its burst beyond the limit,
+	// and a lane no longer kept is forgotten.
+	LanesChanged
+	// PriorityChanged: the provider's classes, a limit's reserves, its
+	// active_for or its pace changed in a way that keeps its state: it
+	// applies from the next decision. It moves nothing (Moves is false),
+	// but a class removed refuses the requests that still name it
+	// (ErrUnknownClass).
+	PriorityChanged
 )
 
 var changeNames = [...]string{
@@ -70,6 +83,8 @@ var changeNames = [...]string{
 	WindowChanged:   "window_changed",
 	LimitAdded:      "limit_added",
 	ProviderAdded:   "provider_added",
+	LanesChanged:    "lanes_changed",
+	PriorityChanged: "priority_changed",
 }
 
 // String returns the kind in snake case, e.g. "keys_moved".
@@ -81,9 +96,10 @@ func (k ChangeKind) String() string {
 }
 
 // Moves reports whether a change of this kind moves or forgets state
-// that the store holds: every kind but LimitAdded and ProviderAdded.
+// that the store holds: every kind but LimitAdded, ProviderAdded and
+// PriorityChanged.
 func (k ChangeKind) Moves() bool {
-	return k != LimitAdded && k != ProviderAdded
+	return k != LimitAdded && k != ProviderAdded && k != PriorityChanged
 }
 
 // A Change is one difference between two configurations that matters to
@@ -183,6 +199,7 @@ func providerChanges(op, np *Provider) []Change {
 			nScope, nScope, op.Name, op.Name)
 		add("", PausesMoved, "requests with a %s value no longer read the provider's pause, but their tenant's own (pause:<value> in its tag): pauses in force no longer hold them back", nScope)
 	}
+	out = append(out, classChanges(op, np)...)
 
 	var removed, added []*Limit
 	for _, ol := range op.allLimits() {
@@ -209,6 +226,9 @@ func providerChanges(op, np *Provider) []Change {
 		case oq.Kind == quota.Rolling && oq.BucketWidth() != nq.BucketWidth():
 			add(name, WindowChanged, "rolling period %v -> %v: its buckets change width, so the count of the trailing period is forgotten",
 				oq.Period, nq.Period)
+		}
+		if oq.Kind == nq.Kind {
+			out = append(out, reserveChanges(op, np, ol, nl)...)
 		}
 	}
 	for _, nl := range np.allLimits() {

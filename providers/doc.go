@@ -22,6 +22,7 @@
 // # Schema
 //
 //	version: 1                      # optional; the only version is 1
+//	tenants: {acme: enterprise}     # business -> plan; see Plans
 //	providers:
 //	  github:                       # the name: lower case, digits, "-", "_"
 //	    hosts: [api.github.com]     # see Hosts
@@ -36,9 +37,12 @@
 //	    keys: per_tenant            # per_provider (default) | per_tenant; see Keys and tags
 //	    signals: {...}              # see Signals
 //	    sync: {...}                 # see Sync
+//	    priority: {...}             # see Priority classes
 //	    ahead: {period: 200ms}      # see Ahead
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
+//	    plans: {...}                # see Plans
+//	    default_plan: standard      # see Plans
 //
 // Unknown fields, wrong types, duplicated keys, YAML aliases and merge keys
 // are errors. Load reports every problem at once in a *ConfigError (which
@@ -182,6 +186,49 @@
 // request, and Input.Costs the cost of named limits (e.g. the tokens of a
 // model API call, while its requests limit counts 1).
 //
+// # Plans
+//
+// A plan gives the businesses on it other figures for some of a
+// provider's limits scoped per business: acme on 15,000/h, the others on
+// 5,000/h.
+//
+//	tenants:                        # top level: business -> plan name
+//	  acme: enterprise
+//	providers:
+//	  github:
+//	    limits: [{name: core, limit: 5000/h, scope: business}]
+//	    plans:
+//	      enterprise:
+//	        weight: 3               # its share of a fair-shared limit; 1 to 1000, default 1
+//	        limits: {core: 15000/h} # or {core: {rate: 15000, period: 1h}}
+//	      standard: {}              # the limits as written
+//	    default_plan: standard      # optional
+//
+// A plan's limits name limits of the provider (its own or its routes')
+// scoped by business, and give their figures in the short form or the
+// figure fields (limit, rate, period, burst, quota, per, resets,
+// timezone, rolling); headroom applies to them as to the limit. A plan
+// changes how much a limit admits, never how its state is kept: the
+// kind, a window's unit, reset and zone (kept when not restated), a
+// rolling period and a lease are the limit's, and a learning limit
+// learns from the plan's figure. So the keys are the same on every plan:
+// moving a business to another plan moves nothing, and its next request
+// is decided against the same state at the new figures. Load reports a
+// plan that names an unknown or provider-wide limit or one scoped
+// otherwise, changes a kind, window, rolling period or lease, or gives a
+// figure a route's cost cannot fit, and a default_plan or a tenants
+// entry naming a plan no provider defines.
+//
+// Plan names are the caller's tiers, shared by every provider: Resolve
+// takes the business's plan from Input.PlanOf (a lookup in the caller's
+// database, e.g. throttle.WithPlans) when it names one, else from the
+// tenants map; a provider that does not define that plan, and a request
+// without a business, get the provider's default_plan, or without one
+// its limits as written (Config.PlanFor). A name Input.PlanOf returns
+// that no provider defines refuses the request with ErrUnknownPlan.
+// Resolution.Plan is the plan applied; a provider without plans costs
+// nothing more to resolve.
+//
 // # Signals
 //
 // signals maps to backoff.Signals:
@@ -237,6 +284,40 @@
 // period (2/s at 95% is 2 per 1.05s, which a stated limit per second
 // cannot scale) is an error.
 //
+// # Priority classes
+//
+// priority declares who slows first when a limit is short: ordered
+// classes (Priority), each keeping a share of every limit from the
+// classes below it.
+//
+//	priority:
+//	  classes: [interactive, default, batch]     # the top first
+//	  default: batch                             # default: the last class
+//	  reserve: {interactive: 20%, default: 10%}  # of each limit, kept from the classes below
+//	  active_for: 1m                             # default 1m (quota.DefaultActiveFor)
+//	limits:
+//	  - {name: core, limit: 15000/h}                          # the provider's reserves
+//	  - {name: search, limit: 30/min, reserve: {interactive: 50%}}  # its own, over the provider's
+//	  - {name: conc, limit: 100 concurrent, reserve: 0%}      # none in this limit
+//	  - {name: daily, limit: 100000/day, pace: {reserve: 10%}}  # or pace: true
+//	routes:
+//	  - {path: /graphql, priority: interactive}  # the class of its requests that name none
+//
+// They become quota.Limit.Reserve (in basis points, in class order),
+// ActiveFor, Pace and PaceReserve; a limit whose reserves are all zero has
+// none (nil). Resolve sets quota.Request.Class from Input.Priority, else
+// the route's priority, else the provider's default: the last class, so
+// that a request nobody classified never takes headroom kept for a class
+// above it. A class the provider does not declare is an error wrapping
+// ErrUnknownClass; a provider without classes ignores Input.Priority.
+// Load refuses, each at its field: an unknown class (in default, a
+// reserve, a route), reserves that sum to 100% or more or that name the
+// bottom class, pace on anything but a calendar window, a pace reserve
+// without classes, reserves on a learning limit, and a GCRA limit too
+// small to split into its lanes (quota.Limit.Lanes: each class above the
+// bottom needs at least one event per period and a burst of one, and the
+// bottom lane every route's cost).
+//
 // # Ahead
 //
 // ahead (on a provider, for each of its GCRA limits, or on one GCRA limit,
@@ -249,9 +330,12 @@
 //	ahead: {period: 200ms}
 //
 // ahead on a calendar or rolling window, a concurrency limit, a learning
-// limit, or a limit a sync counter or a settled figure is mapped to, a
-// period below MinAheadPeriod or above half the limit's burst span
-// (burst × interval), are errors.
+// limit, a limit with priority classes (a reserve, its own or the
+// provider's) or pacing, or a limit a sync counter or a settled figure is
+// mapped to, a period below MinAheadPeriod or above half the limit's
+// burst span (burst × interval), are errors. A provider-wide ahead on a
+// provider with reserves therefore needs ahead: false (or reserve: 0%) on
+// each of its GCRA limits that keeps a reserve.
 //
 // # Variables
 //

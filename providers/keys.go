@@ -147,8 +147,9 @@ func ProviderWide(key string) bool {
 // tenants: the requests without a value read both, and a tenant's request
 // reads it as its Request.Over (OverPause), so a store must set it as an
 // Over pause (the Redis store's PauseOver, which on a Redis Cluster copies
-// it into the slot of every tenant). No other pause key in the provider's
-// tag has a part, so it is unambiguous; ParseKey does not return it.
+// it into the slot of every tenant, on a Ring onto every shard). No other
+// pause key in the provider's tag has a part, so it is unambiguous;
+// ParseKey does not return it.
 func (p *Provider) AllPauseKey() (tag, key string) {
 	if p.Keys != PerTenant {
 		return p.PauseKey("")

@@ -65,6 +65,7 @@ type Config struct {
 	providers []*Provider
 	byName    map[string]*Provider
 	hosts     hostIndex
+	plans     planIndex // the tenants map and the plan names: plans.go
 }
 
 // Name is the file name the configuration was loaded from.
@@ -169,7 +170,7 @@ func (l *loader) load(data []byte) *Config {
 	if root == nil || !l.checkTree(root, "", 0) {
 		return nil
 	}
-	f := l.fields(root, "", "version", "providers")
+	f := l.fields(root, "", "version", "providers", "tenants")
 	if f == nil {
 		return nil
 	}
@@ -191,6 +192,7 @@ func (l *loader) load(data []byte) *Config {
 	if len(cfg.providers) == 0 && len(l.problems) == 0 {
 		l.add(pn, "providers", "no providers: want at least one")
 	}
+	l.tenants(cfg, f["tenants"])
 	return cfg
 }
 

@@ -8,7 +8,8 @@ import (
 
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
-	"mode", "on_store_error", "local_share", "signals", "keys", "sync", "settle", "ahead",
+	"mode", "on_store_error", "local_share", "signals", "keys", "sync", "settle", "priority",
+	"plans", "default_plan", "ahead",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -44,6 +45,11 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 			p.Keys = KeyMode(i)
 		}
 	}
+	if n := f["priority"]; n != nil {
+		var ok bool
+		p.Priority, ok = l.priority(n, path+".priority")
+		p.priorityBad, p.reservesBad = p.Priority == nil, !ok
+	}
 	names := make(map[string]string) // limit name -> path of its definition
 	var limitNodes, routeNodes []*limitNodes
 	if n := f["limits"]; n != nil {
@@ -58,6 +64,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	if n := f["settle"]; n != nil {
 		p.Settle = l.settle(n, path+".settle", "provider "+p.Name, append(limitNodes, routeNodes...))
 	}
+	l.limitPriority(p, f["priority"], append(limitNodes, routeNodes...))
 	l.checkLearners(p, append(limitNodes, routeNodes...))
 	l.aheads(p, f["ahead"], path, append(limitNodes, routeNodes...))
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
@@ -66,6 +73,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	// A request that matches no route has cost 1, which every limit admits.
 	l.finish(p)
 	l.tenantKeys(p, append(limitNodes, routeNodes...), keys, path+".keys")
+	l.plans(p, f, path, bp, append(limitNodes, routeNodes...))
 	return p, hostNodes
 }
 

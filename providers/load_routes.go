@@ -12,7 +12,7 @@ import (
 
 var validMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
 
-var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync", "settle"}
+var routeFields = []string{"name", "method", "path", "cost", "costs", "limits", "sync", "settle", "priority"}
 
 // routes reads a provider's routes. It returns the valid ones and the
 // nodes of their limits, in file order.
@@ -32,6 +32,7 @@ func (l *loader) routes(p *Provider, n *yaml.Node, path string, bp int64, names 
 		}
 		good := l.reachable(r, seen, it, ip)
 		seen = append(seen, *r)
+		good = l.routePriority(p, r, it, ip) && good
 		if len(p.Limits)+len(r.Limits) > maxStack {
 			l.add(it, ip+".limits", "%d limits in one stack: at most %d", len(p.Limits)+len(r.Limits), maxStack)
 			good = false

@@ -196,7 +196,7 @@ func TestLimits(t *testing.T) {
 				got.Calendar.Location.String() == tt.want.Calendar.Location.String() {
 				got.Calendar.Location = tt.want.Calendar.Location
 			}
-			if got != tt.want {
+			if !got.Equal(&tt.want) {
 				t.Errorf("limit = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -100,6 +100,18 @@ type Input struct {
 	Costs map[string]int64
 	// MaxWait, when not nil, replaces the provider's max wait.
 	MaxWait *time.Duration
+	// PlanOf, when set, names Business's plan for a provider that has
+	// plans (Config.PlanFor): a lookup in the caller's database, e.g.
+	// throttle.WithPlans. It is called only for such a provider and a
+	// request with a business, and must be fast and safe for concurrent
+	// use (cache it). "" means it does not know: the configuration's
+	// tenants map, then the default plan, apply.
+	PlanOf func(business string) (plan string)
+	// Priority names the request's priority class, one of its
+	// provider's classes; empty means the route's default, else the
+	// provider's. A provider without classes ignores it; one that does
+	// not declare it makes Resolve fail with ErrUnknownClass.
+	Priority string
 }
 
 // A Resolution is what applies to one request.
@@ -123,6 +135,18 @@ type Resolution struct {
 	// Settle is how the response reports the request's actual cost: the
 	// route's Settle, else the provider's; nil when none is configured.
 	Settle *Settle
+	// Plan is the business's plan whose figures Request holds (see
+	// Config.PlanFor); nil when the provider has no plans, or the
+	// business has none and the provider no default plan: its limits as
+	// written apply.
+	Plan *Plan
+}
+
+// Class returns the name of the request's priority class, whose index is
+// Request.Class: "" when the provider declares no classes. (A method, not
+// a field: every request's Resolution is that much smaller.)
+func (r *Resolution) Class() string {
+	return r.Provider.ClassName(r.Request.Class)
 }
 
 // A Registry resolves requests to their provider and limit stack under the
@@ -242,6 +266,13 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 			break
 		}
 	}
+	if p.Priority != nil {
+		c, ok := p.class(res.Route, in.Priority)
+		if !ok {
+			return res, true, unknownClass(p, in.Priority)
+		}
+		res.Request.Class = c
+	}
 	cost := pl.cost
 	if in.Cost < 0 {
 		return res, true, fmt.Errorf("%w request: cost %d is negative", quota.ErrInvalid, in.Cost)
@@ -260,6 +291,12 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 	for name, v := range in.Costs {
 		if v < 0 {
 			return res, true, fmt.Errorf("%w limit %q: cost %d is negative", quota.ErrInvalid, name, v)
+		}
+	}
+	if p.plans != nil {
+		var err error
+		if res.Plan, _, err = c.PlanFor(p, in.Business, in.PlanOf); err != nil {
+			return res, true, err
 		}
 	}
 	if pl.static {
@@ -409,7 +446,7 @@ func (c *Config) dynamic(res *Resolution, p *Provider, pl *plan, req *http.Reque
 		if vals[i] != "" {
 			key = writeKey(&b, lim.Quota.Name, vals[i])
 		}
-		items = append(items, quota.Item{Limit: lim.Quota, Key: key, Cost: limitCost(pl, i, in)})
+		items = append(items, quota.Item{Limit: res.Plan.Override(lim).Quota, Key: key, Cost: limitCost(pl, i, in)})
 	}
 	res.Request.Tag, pauses[0] = p.Name, pauseKey
 	if tenant != "" {

@@ -245,9 +245,16 @@ type Route struct {
 	// Settle, when set, replaces the provider's Settle for the route's
 	// requests (Shopify's GraphQL settles its actual query cost).
 	Settle *Settle
+	// Priority is the class of the route's requests that name none
+	// (the "priority" field), instead of the provider's default; ""
+	// when not set.
+	Priority string
 
 	segs []segment
 	plan plan
+	// class is the index of Priority among the provider's classes,
+	// plus one: 0 when the route sets none.
+	class int
 }
 
 // A Provider is one vendor API: its hosts, limits, routes and behaviour.
@@ -295,16 +302,26 @@ type Provider struct {
 	// request actually cost, and which limit each figure settles (the
 	// "settle" field).
 	Settle *Settle
+	// Priority, when set, declares the provider's priority classes (the
+	// "priority" field): who slows first when its limits are short.
+	Priority *Priority
 	// Ahead is the provider's "ahead" period, which its GCRA limits take
 	// unless they say otherwise (Limit.Ahead); zero when not given.
 	Ahead time.Duration
 
 	// tenant is, with Keys PerTenant, the scope every limit has.
 	tenant Scope
+	// priorityBad is set while loading when the priority field's
+	// classes have a problem: what names a class is then not checked.
+	// reservesBad is set after any problem with the priority field: the
+	// limits' reserves are then not checked against the engine's rules.
+	priorityBad, reservesBad bool
 	// limits finds a limit (its own or a route's) by name, for ParseKey.
 	limits map[string]*Limit
 	plan   plan
 	pauses []string
+	// plans are the provider's plans (plans.go); nil when it has none.
+	plans *planSet
 }
 
 // Sync says how a vendor reports its counters on every response and which

@@ -304,4 +304,105 @@
 // the limit is back at its floor until a response states it again. The
 // remaining of an observation that states a limit too is applied at the
 // stated rate (the vendor counts it in the bucket it states).
+//
+// # Priority classes
+//
+// A Limit with a Reserve is shared among ordered classes: class 0 the
+// top, class len(Reserve) the bottom. A request names its class with
+// Request.Class; a limit without a Reserve ignores it. Reserve[k] is the
+// share of the limit, in basis points, that class k keeps from the
+// classes below it. The arithmetic is exact integer math in every store:
+// Share(bp, of) = of/10000*bp + of%10000*bp/10000, rounded down.
+//
+// A GCRA limit with classes is kept as lanes, one per class (Limit.Lanes):
+// lane k < len(Reserve) is a GCRA limit of rate Share(Reserve[k], Rate)
+// and burst Share(Reserve[k], Burst), the bottom lane has the rest of
+// each. Each lane rounds its interval up, so together they never admit
+// more than Burst at once and Rate per Period after it. The bottom lane's
+// state is the limit's own key (so a limit that gains classes keeps what
+// was spent, and a process without classes shares it); each upper lane
+// has a key of its own. For a request of class c and cost n, deciding at
+// candidate time t, with T the whole limit's interval:
+//
+//   - its own lane and every lane below it (k >= c) admit by the GCRA
+//     rule of that lane, when n fits the lane's burst;
+//   - a lane above it (k < c) is borrowed only while it is full at now
+//     (its tat at most now), when n fits its burst, and only for t <=
+//     now + T: a lower class takes only refill that would otherwise
+//     overflow, one request at a time;
+//   - the earliest time of the limit is the earliest of those lanes; the
+//     request is charged, at its slot, to the lowest lane that admits it
+//     then (the largest k), so a class keeps its own lane for when the
+//     lanes below are spent.
+//
+// The reservation remembers the lane it charged: Cancel and Settle act on
+// that lane's state at that lane's limit, by their rules below (Settle's
+// Implausible still compares with the whole limit's rate: the vendor
+// enforces the whole). A pause drains every lane by its own bucket, and a
+// lane the drain puts past now is not full, so not lent. Sync (the vendor
+// says R remain of the whole limit) drains the lowest lanes first: lane k
+// is synced to max(0, R - the bursts of the lanes above it), which are
+// taken to be full; the lane charged by the reservation's mark, every
+// other lane as if its mark were now, so that all that is booked in it
+// counts as made after the response and stays. Status sums the lanes'
+// Remaining and takes the latest of their ResetAfter.
+//
+// The bounds: a request of class c never waits behind slots a lower
+// class booked, since a lower class books only its own lane and those
+// below it, and takes of a higher lane one request at a time (borrowing
+// needs the lane full), which delays that lane's class by at most the
+// borrowed cost times the lane's interval. A class asking within its
+// lane's rate and burst is admitted within one interval T however deep
+// the lower classes queue. When the classes above are idle, a lower class
+// gets their lanes' rate but one request: a lane is lent when full, and
+// left one below full (and refill it gains while full, before the next
+// lower request comes, overflows).
+//
+// A Window, Rolling or Concurrency limit with classes holds reserves
+// instead. A class is active on a key when a request of it was admitted
+// on the key within the limit's ActiveSpan (ActiveFor, by default
+// DefaultActiveFor) before now; the store records, on each admission of
+// a class above the bottom, the class's time in the key's activity
+// record. For a request of class c, the hold h is the sum of Hold(k)
+// (Share(Reserve[k], Rate)) over the active classes k < c, and the limit
+// admits only if:
+//
+//   - Window: count(window of t) + n + h <= Rate, also for a wait into a
+//     later window;
+//   - Rolling: the count at t + n + h <= Rate;
+//   - Concurrency: live leases + 1 + h <= Rate.
+//
+// h is read at now: a reserve is held until ActiveFor after its class's
+// last admitted request, and then the classes below get the whole limit.
+// Only lower classes read the record, and denials write nothing.
+//
+// A request with no class on limits without a Reserve reads and writes
+// nothing more than before, in either store, and the memory store
+// allocates nothing more for it.
+//
+// # Pacing
+//
+// A Window limit with Pace spreads its quota over its window [s, e),
+// D = e - s long (a daylight-saving day is 23 or 25 hours), so that it
+// lasts until the vendor's reset instead of running out early. Its lead
+// is F = PaceLead(D) = D/100 (whole µs). A request that takes the
+// window's count to x = count + n + h is admitted at t only when the line
+// at rate Rl has reached x by t:
+//
+//	paceTime(x) = s - F + ceil(x * (D / Rl))
+//
+// computed in float64 exactly in this order in every store (Go:
+// float64(x) * (float64(D) / float64(Rl)), then math.Ceil; Lua:
+// math.ceil(x * (D / Rl))), so that the stores find the same µs. Rl is
+// Rate, and x <= Rate. The line starts F before the window, so the first
+// hundredth of the quota is there at its start, and reaches Rate at e - F.
+// With PaceReserve, a class below 0 (on a limit with classes) is paced at
+// Rl = Rate - Share(PaceReserve, Rate), and may not pass Rl, until e - F;
+// in the last F every class follows the line of Rate and may take what is
+// left. So class 0 always has its share of the line that has passed. The
+// earliest time in a window is max(t, paceTime(x)); for a class below 0
+// when that is at or after e - F, max(t, e - F, paceTime(x) at Rate); a
+// window that cannot admit x at all sends the request to the next window,
+// as without Pace. A caller that waits is given the time the line reaches
+// its count; one that fails fast, a RetryAfter to then.
 package quota

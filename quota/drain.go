@@ -32,8 +32,14 @@ func drainedTat(paused, dvt, T, c int64) int64 {
 // pause, in force or not, is paused.
 func drainPaused(items []item, paused int64) {
 	for i := range items {
-		if it := &items[i]; it.lim.Kind == GCRA {
-			it.tat = max(it.tat, drainedTat(paused, it.dvt, it.T, it.cost))
+		it := &items[i]
+		if it.lim.Kind != GCRA {
+			continue
+		}
+		it.tat = max(it.tat, drainedTat(paused, it.dvt, it.T, it.cost))
+		for k := range it.lanes { // each lane of a limit with classes, by its own bucket
+			l := &it.lanes[k]
+			l.tat = max(l.tat, drainedTat(paused, l.dvt, l.T, it.cost))
 		}
 	}
 }

@@ -15,12 +15,18 @@ import (
 // denial, never over-admission.
 const maxRounds = 16
 
+// gcraState is the state of a GCRA limit (of one lane of a limit with
+// classes).
+type gcraState struct {
+	tat   int64  // theoretical arrival time, µs
+	holes []hole // cancelled reservations not given back yet; see cancel
+}
+
 // cell is the state of one key.
 type cell struct {
-	tat   int64  // GCRA: theoretical arrival time, µs
-	until int64  // pause: paused until, µs
-	wins  []win  // Window: counts of windows that have not ended
-	holes []hole // GCRA: cancelled reservations not given back yet; see cancel
+	gcraState       // GCRA: the state (the bottom lane's, for a limit with classes)
+	until     int64 // pause: paused until, µs
+	wins      []win // Window: counts of windows that have not ended
 	// leases are a Concurrency limit's leases: lease id -> expiry, µs.
 	// Expired ones are dropped by the next decision on the key.
 	leases map[uint64]int64
@@ -36,6 +42,26 @@ type cell struct {
 	// the limit the vendor stated, the slot time of the reservation whose
 	// response stated it, and when the record expires.
 	learned, learnedAt, learnedUntil int64
+
+	// cls is the state of a limit with classes, nil for any other: a
+	// pointer, so that a plain key's memory is what it was before classes.
+	cls *classState
+}
+
+// classState is what a key of a limit with classes holds beyond a plain
+// limit's (package doc "Priority classes").
+type classState struct {
+	// lanes are the upper lanes of a GCRA limit: lane k for class k; the
+	// bottom lane is the cell's own gcraState, so that a limit that gains
+	// classes keeps what was spent. Each is the state of a key of its own
+	// in the Redis store.
+	lanes []gcraState
+	// seen is the activity record of a Window, Rolling or Concurrency
+	// limit: when each class above the bottom last had a request admitted
+	// on the key (µs; 0: never). seenUntil is when the latest of them
+	// stops holding its reserve.
+	seen      []int64
+	seenUntil int64
 }
 
 // bucket is the count of one bucket of a Rolling limit, [start, start+W),
@@ -48,10 +74,11 @@ type bucket struct{ start, until, count int64 }
 type hole struct{ mark, prev int64 }
 
 // mark is what Cancel and Sync need of one limit of a reservation: for
-// GCRA the tat the reservation set and the stored tat it replaced; for a
-// window the start (in set) and end of the window charged and its count
-// right after the charge; for a rolling window the start of the bucket
-// charged (in set).
+// GCRA the tat the reservation set and the stored tat it replaced, and
+// for a limit with classes the lane charged (in count: a GCRA mark has no
+// count of its own); for a window the start (in set) and end of the
+// window charged and its count right after the charge; for a rolling
+// window the start of the bucket charged (in set).
 type mark struct{ set, prev, end, count int64 }
 
 // win is the count of one calendar window [start, end).
@@ -101,7 +128,73 @@ func (c *cell) expires() int64 {
 	for _, b := range c.roll {
 		e = max(e, b.until)
 	}
+	if c.cls != nil {
+		for _, g := range c.cls.lanes {
+			e = max(e, g.tat)
+		}
+		e = max(e, c.cls.seenUntil)
+	}
 	return max(e, c.learnedUntil)
+}
+
+// classes returns the cell's class state, making it.
+func (c *cell) classes() *classState {
+	if c.cls == nil {
+		c.cls = &classState{}
+	}
+	return c.cls
+}
+
+// lane returns the state of lane k of a GCRA limit with classes whose
+// bottom lane is bottom (see Limit.Lanes), as a store that keeps each
+// lane under a key of its own, expired at its tat, reads it: a lane back
+// to idle is empty, whatever the other lanes of the cell hold.
+func (c *cell) lane(k, bottom int, now int64) *gcraState {
+	cls := c.classes()
+	if len(cls.lanes) < bottom {
+		cls.lanes = append(cls.lanes, make([]gcraState, bottom-len(cls.lanes))...)
+	}
+	g := &c.gcraState
+	if k < bottom {
+		g = &cls.lanes[k]
+	}
+	if g.tat <= now {
+		g.tat, g.holes = 0, nil
+	}
+	return g
+}
+
+// hold returns what the classes above class keep from it in a Window,
+// Rolling or Concurrency limit with classes (package doc "Priority
+// classes"): the Hold of each class that had a request admitted on the
+// key within the limit's ActiveSpan before now.
+func (c *cell) hold(lim *Limit, class int, now int64) int64 {
+	if c.cls == nil {
+		return 0
+	}
+	var h int64
+	span := lim.ActiveSpan().Microseconds()
+	for k, seen := range c.cls.seen[:min(class, len(c.cls.seen))] {
+		if seen > 0 && seen+span > now {
+			h += lim.Hold(k)
+		}
+	}
+	return h
+}
+
+// see records, in the activity record of a limit with classes, that a
+// request of class was admitted at now. The bottom class keeps nothing
+// from anyone, so it is not recorded.
+func (c *cell) see(lim *Limit, class int, now int64) {
+	if class >= len(lim.Reserve) {
+		return
+	}
+	cls := c.classes()
+	if len(cls.seen) < len(lim.Reserve) {
+		cls.seen = append(cls.seen, make([]int64, len(lim.Reserve)-len(cls.seen))...)
+	}
+	cls.seen[class] = now
+	cls.seenUntil = max(cls.seenUntil, now+lim.ActiveSpan().Microseconds())
 }
 
 // learnedLimit returns lim as a decision at now runs it: a learning limit at
@@ -213,11 +306,28 @@ func (h *horizon) slot(t int64) int {
 	return -1
 }
 
+// laneItem is one lane of a GCRA limit with classes in a decision.
+type laneItem struct {
+	g            *gcraState
+	T, dvt, size int64 // the lane's interval, tolerance and burst
+	tat, prev    int64 // max(stored tat, now), drained by a pause; the stored tat as read
+}
+
 // item is one limit of a decision with its state and derived constants.
 type item struct {
 	lim  *Limit
 	c    *cell
 	cost int64 // what the request counts for in this limit
+	// class is the request's class in this limit: Request.Class when the
+	// limit has classes, else 0.
+	class int
+	// GCRA with classes: the lanes, the top first; the lane charged; now.
+	lanes []laneItem
+	lane  int
+	now   int64
+	// hold is, for a Window, Rolling or Concurrency limit with classes,
+	// what the active classes above the request's keep from it.
+	hold int64
 	tat  int64 // GCRA: max(stored tat, now)
 	prev int64 // GCRA: the stored tat as read, before this decision
 	T    int64 // GCRA: emission interval
@@ -232,8 +342,11 @@ type item struct {
 	hz                 int64 // Rolling: the latest slot it can charge, now + P + W
 }
 
-func (it *item) init(lim *Limit, c *cell, cost, now int64) {
+func (it *item) init(lim *Limit, c *cell, cost int64, class int, now int64) {
 	it.lim, it.c, it.cost = lim, c, cost
+	if lim.Reserve != nil {
+		it.initClasses(class, now)
+	}
 	if lim.Kind == GCRA {
 		lim = c.learnedLimit(lim, now)
 		it.lim = lim
@@ -253,6 +366,24 @@ func (it *item) init(lim *Limit, c *cell, cost, now int64) {
 	it.h = horizonAt(lim.Calendar, now)
 }
 
+// initClasses reads what a limit with classes needs for a request of
+// class: a GCRA limit its lanes, the others the reserves held above it.
+func (it *item) initClasses(class int, now int64) {
+	it.class, it.now = class, now
+	if it.lim.Kind != GCRA {
+		it.hold = it.c.hold(it.lim, class, now)
+		return
+	}
+	bottom := len(it.lim.Reserve)
+	it.lanes = make([]laneItem, bottom+1)
+	it.c.lane(0, bottom, now) // makes every lane, so that no pointer below moves
+	for k := range it.lanes {
+		l := it.lim.lane(k)
+		g := it.c.lane(k, bottom, now)
+		it.lanes[k] = laneItem{g: g, T: l.Interval(), dvt: l.Tolerance(), size: l.burst(), tat: max(g.tat, now), prev: g.tat}
+	}
+}
+
 // initRolling finds when a Rolling limit first admits the item's cost:
 // now if what it counts at now leaves room, else the expiry of the bucket
 // (oldest first) whose expiry leaves room. What a Rolling limit counts
@@ -263,13 +394,16 @@ func (it *item) initRolling(now int64) {
 	it.due = now
 	n := it.c.rollAt(it.W, now)
 	for _, b := range it.c.buckets(it.W) {
-		if n+it.cost <= it.lim.Rate {
+		if n+it.cost+it.hold <= it.lim.Rate {
 			break
 		}
 		if b.until > now {
 			n -= b.count
 			it.due = b.until
 		}
+	}
+	if n+it.cost+it.hold > it.lim.Rate { // only while a hold keeps it: never within the horizon
+		it.due = it.hz + 1
 	}
 }
 
@@ -280,6 +414,9 @@ func (it *item) earliest(t int64) (int64, bool) {
 	cost := it.cost
 	switch it.lim.Kind {
 	case GCRA:
+		if it.lanes != nil {
+			return it.earliestLane(t)
+		}
 		return max(t, it.tat+cost*it.T-it.dvt), false
 	case Rolling:
 		e := max(t, it.due)
@@ -291,11 +428,69 @@ func (it *item) earliest(t int64) (int64, bool) {
 	if j < 0 {
 		return t, true
 	}
-	if it.c.count(it.h[j])+cost <= it.lim.Rate {
+	x := it.c.count(it.h[j]) + cost + it.hold
+	if it.lim.Pace {
+		if e, ok := it.paced(t, it.h[j], it.h[j+1], x); ok {
+			return e, false
+		}
+	} else if x <= it.lim.Rate {
 		return t, false
 	}
 	next := it.h[j+1]
 	return next, next >= it.h[3]
+}
+
+// paced returns the earliest time >= t within the paced window [s, e) at
+// which it admits a request that takes its count to x (package doc
+// "Pacing"), and false when it admits none in this window.
+func (it *item) paced(t, s, e, x int64) (int64, bool) {
+	d := e - s
+	f := PaceLead(d)
+	if rl := it.lim.paceRate(it.class); x <= rl {
+		u := max(t, paceTime(s, d, f, rl, x))
+		if rl == it.lim.Rate || u < e-f {
+			return u, true
+		}
+	}
+	if x <= it.lim.Rate { // a lower class, in the window's last lead
+		return max(t, e-f, paceTime(s, d, f, it.lim.Rate, x)), true
+	}
+	return 0, false
+}
+
+// laneAt returns when lane k of a GCRA item with classes admits the
+// item's cost at the earliest at or after t, and false when it cannot
+// (package doc "Priority classes"): the request's own lane and those
+// below it at their GCRA time; a lane above it only when it is full now
+// (so what is taken of it is refill that would overflow), for a slot
+// within one interval of the whole limit from now.
+func (it *item) laneAt(k int, t int64) (int64, bool) {
+	l := &it.lanes[k]
+	if it.cost > l.size {
+		return 0, false
+	}
+	if k >= it.class {
+		return max(t, l.tat+it.cost*l.T-l.dvt), true
+	}
+	if l.tat <= it.now && t <= it.now+it.T {
+		return t, true
+	}
+	return 0, false
+}
+
+// earliestLane is earliest for a GCRA item with classes: the earliest
+// time of any lane it may use. None means never (as past a horizon).
+func (it *item) earliestLane(t int64) (int64, bool) {
+	best, found := int64(0), false
+	for k := range it.lanes {
+		if e, ok := it.laneAt(k, t); ok && (!found || e < best) {
+			best, found = e, true
+		}
+	}
+	if !found {
+		return t, true
+	}
+	return best, false
 }
 
 // decide runs the fixpoint of package doc "The decision". It returns the
@@ -335,7 +530,7 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 // that is still held at its slot would exceed the cap.
 func fullLease(items []item) (int, int64) {
 	for i := range items {
-		if it := &items[i]; it.lim.Kind == Concurrency && it.live+1 > it.lim.Rate {
+		if it := &items[i]; it.lim.Kind == Concurrency && it.live+1+it.hold > it.lim.Rate {
 			return i, it.soonest
 		}
 	}
@@ -348,6 +543,13 @@ func fullLease(items []item) (int, int64) {
 func charge(items []item, now, t int64, marks []mark, id uint64) {
 	for i := range items {
 		it := &items[i]
+		if it.lim.Reserve != nil {
+			if it.lim.Kind == GCRA {
+				it.chargeLane(t, marks, i)
+				continue
+			}
+			it.c.see(it.lim, it.class, now)
+		}
 		if it.lim.Kind == Concurrency {
 			if it.c.leases == nil {
 				it.c.leases = make(map[uint64]int64)
@@ -378,6 +580,43 @@ func charge(items []item, now, t int64, marks []mark, id uint64) {
 	}
 }
 
+// chargeLane charges a GCRA item with classes at t: the lowest lane that
+// admits it then, so that a request takes its own class's lane before
+// borrowing one above. The mark says which.
+func (it *item) chargeLane(t int64, marks []mark, i int) {
+	for k := len(it.lanes) - 1; k >= 0; k-- {
+		if e, ok := it.laneAt(k, t); !ok || e != t {
+			continue
+		}
+		l := &it.lanes[k]
+		l.g.tat = max(l.tat, t) + it.cost*l.T
+		it.lane = k
+		if marks != nil {
+			marks[i] = mark{set: l.g.tat, prev: l.prev, count: int64(k)}
+		}
+		return
+	}
+}
+
+// laneStatus is status for a GCRA item with classes: what its lanes
+// would admit at once, and when the last of them is back to full.
+func (it *item) laneStatus(now, t int64, allowed bool) (rem, reset int64) {
+	at := now
+	if allowed {
+		at = t
+	}
+	for k := range it.lanes {
+		l := &it.lanes[k]
+		tat := l.tat
+		if allowed && k == it.lane {
+			tat = l.g.tat
+		}
+		rem += max((l.dvt-(max(tat, at)-at))/l.T, 0)
+		reset = max(reset, tat-now)
+	}
+	return rem, reset
+}
+
 // status reports a limit's state after the decision, at t when the request
 // was admitted (and charged), at now when it was denied.
 func (it *item) status(now, t int64, allowed bool) Status {
@@ -388,6 +627,8 @@ func (it *item) status(now, t int64, allowed bool) Status {
 		for _, x := range it.c.leases {
 			reset = max(reset, x-now)
 		}
+	} else if it.lanes != nil {
+		rem, reset = it.laneStatus(now, t, allowed)
 	} else if it.lim.Kind == GCRA {
 		at, tat := now, it.tat
 		if allowed {
@@ -436,7 +677,8 @@ func refund(items []item, now, t int64, marks []mark, id uint64) {
 			continue
 		}
 		if it.lim.Kind == GCRA {
-			it.c.cancel(marks[i], now)
+			g, _ := it.charged(marks[i], now)
+			g.cancel(marks[i], now)
 			continue
 		}
 		if it.lim.Kind == Rolling {
@@ -466,17 +708,18 @@ func settle(items []item, now int64, marks []mark, actual []int64) {
 		}
 		delta := actual[i] - it.cost
 		if it.lim.Kind == GCRA {
-			T := it.lim.Interval()
+			g, lim := it.charged(marks[i], now)
+			T := lim.Interval()
 			delta = min(delta, MaxExact/T) // keeps stored times exact
 			switch {
 			case delta > 0: // debt: the next requests wait for it, at most a period from now
-				if tat := min(max(it.c.tat, now)+delta*T, now+it.lim.DebtReach()); tat > it.c.tat {
-					it.c.tat = tat
+				if tat := min(max(g.tat, now)+delta*T, now+lim.DebtReach()); tat > g.tat {
+					g.tat = tat
 				}
-			case it.c.tat == marks[i].set: // the latest reservation: as if it cost actual
-				it.c.tat = marks[i].set + delta*T
-				if it.c.tat <= now {
-					it.c.tat, it.c.holes = 0, nil
+			case g.tat == marks[i].set: // the latest reservation: as if it cost actual
+				g.tat = marks[i].set + delta*T
+				if g.tat <= now {
+					g.tat, g.holes = 0, nil
 				}
 			}
 			continue
@@ -497,6 +740,19 @@ func settle(items []item, now int64, marks []mark, actual []int64) {
 			}
 		}
 	}
+}
+
+// charged returns the GCRA state a reservation with mark m charged in a
+// GCRA item and the limit it was charged at: the item's own state and
+// limit, or for a limit with classes the lane the mark names (package doc
+// "Priority classes").
+func (it *item) charged(m mark, now int64) (*gcraState, *Limit) {
+	if it.lim.Reserve == nil {
+		return &it.c.gcraState, it.lim
+	}
+	k := min(max(int(m.count), 0), len(it.lim.Reserve))
+	l := it.lim.lane(k)
+	return it.c.lane(k, len(it.lim.Reserve), now), &l
 }
 
 // rollRefund gives n back to the rolling bucket that starts at start, if
@@ -545,7 +801,7 @@ func (c *cell) rollRefund(w, start, n int64) {
 // Each hole is a run of cancelled reservations, one after another in the
 // key's queue (see addHole), so the tat goes back over at most one, and a
 // cancel costs O(log holes) whatever the order of the cancels before it.
-func (c *cell) cancel(m mark, now int64) {
+func (c *gcraState) cancel(m mark, now int64) {
 	// The holes are sorted by mark: those passed are a prefix.
 	c.holes = c.holes[c.holeAt(now+1):]
 	switch {
@@ -565,7 +821,7 @@ func (c *cell) cancel(m mark, now int64) {
 }
 
 // holeAt returns the index of the first hole whose mark is at least at.
-func (c *cell) holeAt(at int64) int {
+func (c *gcraState) holeAt(at int64) int {
 	i, _ := slices.BinarySearchFunc(c.holes, at, func(h hole, at int64) int { return cmp.Compare(h.mark, at) })
 	return i
 }
@@ -577,7 +833,7 @@ func (c *cell) holeAt(at int64) int {
 // as its links did, and no two holes of c ever link: a tail cancel walks
 // at most one. Holes stay sorted by mark, and so by prev: each
 // reservation's (prev, mark] follows the one charged before it.
-func (c *cell) addHole(h hole) {
+func (c *gcraState) addHole(h hole) {
 	i := c.holeAt(h.prev)
 	if i < len(c.holes) && c.holes[i].mark == h.prev {
 		h.prev = c.holes[i].prev
@@ -601,12 +857,12 @@ func drain(lim *Limit, c *cell, m mark, remaining, now int64) {
 		return // not synced (Reservation.Sync)
 	}
 	remaining = min(max(remaining, 0), lim.Capacity())
+	if lim.Kind == GCRA && lim.Reserve != nil {
+		drainLanes(lim, c, m, remaining, now)
+		return
+	}
 	if lim.Kind == GCRA {
-		T, dvt := lim.Interval(), lim.Tolerance()
-		after := max(c.tat-m.set, 0)
-		if target := now + dvt - remaining*T + after; target > max(c.tat, now) {
-			c.tat = target
-		}
+		c.gcraState.drain(lim, m, remaining, now)
 		return
 	}
 	if now >= m.end {
@@ -616,5 +872,37 @@ func drain(lim *Limit, c *cell, m mark, remaining, now int64) {
 	after := max(cur-m.count, 0)
 	if target := lim.Rate - remaining + after; target > cur {
 		c.add(m.set, m.end, target-cur, now)
+	}
+}
+
+// drain is drain for one GCRA state of limit lim.
+func (g *gcraState) drain(lim *Limit, m mark, remaining, now int64) {
+	remaining = min(remaining, lim.burst())
+	T, dvt := lim.Interval(), lim.Tolerance()
+	after := max(g.tat-m.set, 0)
+	if target := now + dvt - remaining*T + after; target > max(g.tat, now) {
+		g.tat = target
+	}
+}
+
+// drainLanes is drain for a GCRA limit with classes, the vendor's
+// remaining (within the limit's burst) on the whole limit (package doc
+// "Priority classes"): the lowest lanes are drained first, lane k to
+// what is left of remaining above the bursts of the lanes over it (taken
+// to be full). The lane the reservation charged is drained by its mark;
+// every other lane has no mark of this reservation, so all that is booked
+// in it counts as made after it (its mark is now), and stays.
+func drainLanes(lim *Limit, c *cell, m mark, remaining, now int64) {
+	bottom := len(lim.Reserve)
+	c.lane(0, bottom, now)
+	above := int64(0)
+	for k := 0; k <= bottom; k++ {
+		l := lim.lane(k)
+		lm := mark{set: now}
+		if int64(k) == m.count {
+			lm = m
+		}
+		c.lane(k, bottom, now).drain(&l, lm, max(remaining-above, 0), now)
+		above += l.burst()
 	}
 }

@@ -304,6 +304,25 @@ type Limit struct {
 	// Ceiling caps the rate a learning limit may learn; zero means
 	// DefaultLearnCeiling times Rate (LearnBounds).
 	Ceiling int64
+	// Reserve divides the limit among priority classes 0 (the top) ..
+	// len(Reserve) (the bottom): Reserve[k] is the share of the limit, in
+	// basis points (1/10,000), that class k keeps from the classes below
+	// it (package doc "Priority classes"). Nil: no classes;
+	// Request.Class is ignored.
+	Reserve []int64
+	// ActiveFor is how long after a class's last admitted request its
+	// reserve stays held in a Window, Rolling or Concurrency limit (GCRA
+	// lanes need none: a lower class borrows only a full lane). Zero
+	// means DefaultActiveFor.
+	ActiveFor time.Duration
+	// Pace spreads a Window limit's quota over its window (package doc
+	// "Pacing"): the quota lasts until the window's end instead of
+	// running out early.
+	Pace bool
+	// PaceReserve (basis points) is kept by a paced window for class 0
+	// until the last PaceLead of the window. Needs Pace, and classes
+	// (a Reserve) to tell class 0 from the others.
+	PaceReserve int64
 }
 
 // Validate reports whether the limit is possible, naming the limit.
@@ -369,6 +388,9 @@ func (l *Limit) Validate() error {
 		}
 	default:
 		return bad("unknown kind %d", l.Kind)
+	}
+	if l.Reserve != nil || l.Pace || l.PaceReserve != 0 || l.ActiveFor != 0 {
+		return l.validateClasses(bad)
 	}
 	return nil
 }

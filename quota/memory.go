@@ -328,7 +328,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 		}
 	}
 	for i := range req.Items {
-		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), now)
+		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), req.Class, now)
 	}
 	if lead := req.LeadMicros(); lead > 0 {
 		leadAll(items, now+lead)

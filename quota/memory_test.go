@@ -425,3 +425,48 @@ func TestMemoryPausedFor(t *testing.T) {
 		t.Errorf("after the pause: %v, want 0", got)
 	}
 }
+
+// TestMemoryClassesReclaimed: a key of a limit with classes is forgotten
+// once every lane is back to idle (GCRA) or its activity record has
+// expired (a held window keeps it ActiveFor, even past the window's end).
+func TestMemoryClassesReclaimed(t *testing.T) {
+	t.Parallel()
+	clock := quotatest.NewClock(time.Date(2026, 1, 1, 23, 59, 0, 0, time.UTC))
+	m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+	lanes := &quota.Limit{Name: "lanes", Kind: quota.GCRA, Rate: 10, Period: time.Second, Reserve: []int64{2000}}
+	daily := &quota.Limit{Name: "daily", Kind: quota.Window, Rate: 100, Calendar: quota.Calendar{Unit: quota.Day},
+		Reserve: []int64{2000}, ActiveFor: 5 * time.Minute}
+	ctx := context.Background()
+	// Class 1 spends the bottom lane (its tat 1s ahead) and borrows one
+	// of lane 0 (500ms ahead).
+	for range 9 {
+		req := quota.Request{Tag: "t", Class: 1, Items: []quota.Item{{Limit: lanes, Key: "lanes"}}}
+		if res, err := m.Reserve(ctx, &req); err != nil || !res.Allowed {
+			t.Fatalf("Reserve: (%+v, %v)", res, err)
+		}
+	}
+	req := quota.Request{Tag: "t", Class: 0, Items: []quota.Item{{Limit: daily, Key: "daily"}}}
+	if res, err := m.Reserve(ctx, &req); err != nil || !res.Allowed {
+		t.Fatalf("Reserve: (%+v, %v)", res, err)
+	}
+	clock.Advance(time.Second - time.Microsecond) // lane 0 is idle, the bottom lane not yet
+	m.Sweep()
+	if got := m.Len(); got != 2 {
+		t.Fatalf("Len() = %d, want 2", got)
+	}
+	clock.Advance(time.Microsecond)
+	m.Sweep()
+	if got := m.Len(); got != 1 {
+		t.Errorf("with every lane idle: Len() = %d, want 1 (the window)", got)
+	}
+	clock.Advance(2 * time.Minute) // the day has ended; class 0's record has not
+	m.Sweep()
+	if got := m.Len(); got != 1 {
+		t.Errorf("after the window ended, within ActiveFor: Len() = %d, want 1", got)
+	}
+	clock.Advance(3 * time.Minute)
+	m.Sweep()
+	if got := m.Len(); got != 0 {
+		t.Errorf("after ActiveFor: Len() = %d, want 0", got)
+	}
+}

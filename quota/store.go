@@ -101,12 +101,16 @@ type Request struct {
 	// Over is a pause in another tag that holds this request back too:
 	// a provider's pause, over the requests in its tenants' tags. The zero
 	// value is none. On a Redis Cluster, where a decision reads one slot,
-	// the Redis store reads the pause's copy in the request's slot, which
-	// its PauseOver writes; on a Ring it cannot read it (see
-	// quota/redisstore's doc).
+	// the Redis store reads the pause's copy in the request's slot, and on
+	// a Ring the copy on the request's shard, which its PauseOver writes
+	// (see quota/redisstore's doc).
 	Over PauseKey
 	// Cost is how many events the request counts for. Zero means 1.
 	Cost int64
+	// Class is the request's priority class, 0 the top (package doc
+	// "Priority classes"). It must be below Classes() of every item whose
+	// limit has a Reserve; items without one ignore it.
+	Class int
 	// MaxWait is the longest wait the caller accepts. A request that
 	// could only be admitted later is denied and charges nothing. Zero
 	// admits only a request that can go at once. Above LongestWait it
@@ -120,8 +124,9 @@ type Request struct {
 	// may each be spent at any time from its slot until now + Lead on the
 	// store's clock without exceeding the limit: how a process takes
 	// quota ahead (docs/decisions.md, "Quota taken ahead"). Other kinds
-	// of limit ignore it; a learning limit refuses it. Above LongestWait
-	// it counts as LongestWait.
+	// of limit ignore it; a learning GCRA limit and one with priority
+	// classes (a Reserve) refuse it. Above LongestWait it counts as
+	// LongestWait.
 	Lead time.Duration
 }
 
@@ -198,10 +203,25 @@ func (r *Request) Validate() error {
 			// ahead would be spaced at a rate it may no longer run at.
 			return fmt.Errorf("%w limit %q: a learning limit cannot be charged with a lead", ErrInvalid, it.Limit.Name)
 		}
+		if r.Lead > 0 && it.Limit.Kind == GCRA && it.Limit.Reserve != nil {
+			// A lead places a charge on one schedule; a limit with
+			// classes keeps one per class (its lanes), and a batch
+			// taken ahead would be charged in one lane for requests
+			// of any class.
+			return fmt.Errorf("%w limit %q: a limit with priority classes cannot be charged with a lead", ErrInvalid, it.Limit.Name)
+		}
 		if c, capacity := r.CostOf(i), it.Limit.Capacity(); c > capacity {
 			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",
 				ErrInvalid, it.Limit.Name, c, capacity)
 		}
+		if it.Limit.Reserve != nil {
+			if err := it.Limit.validateClass(r.Class, r.CostOf(i)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.Class < 0 {
+		return fmt.Errorf("%w request: class %d is negative", ErrInvalid, r.Class)
 	}
 	for _, p := range r.Pauses {
 		if p == "" {

@@ -92,6 +92,9 @@ type Figures struct {
 	// the run: what a busy spell's start (a process's first batches, the
 	// slots taken ahead of the first) costs is left out.
 	SteadyUtilization float64
+	// Flows is the figures of a scenario with flows (classes, pacing,
+	// tenants); nil for the others.
+	Flows *FlowSummary `json:",omitempty"`
 }
 
 // Analyze computes the figures of one run.
@@ -119,6 +122,8 @@ func Analyze(r *RunResult) Figures {
 		switch {
 		case l.Kind == KindWindow:
 			lf = overshootWindow(l, r.Arrivals, r.Phantoms)
+		case l.Kind == KindHour: // windows from the run's start
+			lf = overshootWindow(l, shifted(r.Arrivals, -r.hourShift()), nil)
 		case l.Kind == KindConcurrent:
 			lf = overshootConcurrent(l, r.Arrivals)
 		case r.Scenario.Estimate > 0 && l.Kind == KindGCRA:
@@ -150,6 +155,7 @@ func Analyze(r *RunResult) Figures {
 	}
 	kindFigures(&f, r)
 	addedFigures(&f, r)
+	f.Flows = flowSummary(r, &f)
 	if r.Decisions > 0 {
 		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(r.Decisions)
 	}
@@ -199,6 +205,15 @@ func addedFigures(f *Figures, r *RunResult) {
 	if id := idealFrom(r, from); id > 0 {
 		f.SteadyUtilization = float64(served) / float64(id)
 	}
+}
+
+// shifted returns a copy of arrivals with every time moved by d ns.
+func shifted(arrivals []throttletest.Arrival, d int64) []throttletest.Arrival {
+	out := append([]throttletest.Arrival(nil), arrivals...)
+	for i := range out {
+		out[i].At = out[i].At.Add(time.Duration(d))
+	}
+	return out
 }
 
 // pct is the q-quantile of sorted (nearest rank).
@@ -349,15 +364,18 @@ func idealFrom(r *RunResult, from int64) int64 {
 		phantom  bool
 	}
 	evs := make([]ev, 0, len(r.Intents)+len(r.Phantoms))
+	// A compressed hour's windows start at the run's start: the ledger's
+	// at multiples of their length, so its times are moved back.
+	sh := r.hourShift()
 	for _, in := range r.Intents {
 		c := int64(1)
 		if r.Scenario.Estimate > 0 {
 			c = actualCost(r.Scenario.Estimate, in.At)
 		}
-		evs = append(evs, ev{at: in.At, cost: c, biz: in.Business})
+		evs = append(evs, ev{at: in.At - sh, cost: c, biz: in.Business})
 	}
 	for _, p := range r.Phantoms {
-		evs = append(evs, ev{at: p.At.UnixNano(), cost: 1, biz: p.Scope, phantom: true})
+		evs = append(evs, ev{at: p.At.UnixNano() - sh, cost: 1, biz: p.Scope, phantom: true})
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	st := throttletest.NewLedger(enforcer(r.Scenario.Vendor))
@@ -370,7 +388,7 @@ func idealFrom(r *RunResult, from int64) int64 {
 	}
 	if windows {
 		for _, p := range r.Phantoms {
-			st.Charge(p.At, p.Scope, 1)
+			st.Charge(p.At.Add(-time.Duration(sh)), p.Scope, 1)
 		}
 	}
 	var n int64
@@ -385,7 +403,7 @@ func idealFrom(r *RunResult, from int64) int64 {
 			continue
 		}
 		t := st.Earliest(time.Unix(0, e.at), e.biz, e.cost)
-		if t.UnixNano()-e.at > int64(r.Scenario.MaxWait) || t.UnixNano() >= r.End {
+		if t.UnixNano()-e.at > int64(r.Scenario.MaxWait) || t.UnixNano() >= r.End-sh {
 			continue
 		}
 		if ok, _ := st.Admit(t, e.biz, e.cost); ok {

@@ -271,7 +271,7 @@ func TestVendorStack(t *testing.T) {
 		t.Errorf("admitted %v, want [true false true false]", got)
 	}
 
-	v := startVendor(limits, nil, 0, 0)
+	v := startVendor(limits, nil, 0, 0, 0)
 	defer v.Close()
 	resp, err := v.Client().Get(v.URL)
 	if err != nil {
@@ -282,7 +282,7 @@ func TestVendorStack(t *testing.T) {
 		t.Errorf("counters: limit %q, remaining %q; want the daily quota's 2, 1", lim, rem)
 	}
 	// throttle syncs to the counter the vendor names.
-	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true, 0)
+	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true, false, 0)
 	if name := resp.Header.Get("X-RateLimit-Resource"); !strings.Contains(cfg, "counters: {"+name+": daily}") {
 		t.Errorf("the vendor names its counter %q; throttle's configuration maps another:\n%s", name, cfg)
 	}
@@ -412,8 +412,11 @@ func TestKindScenarios(t *testing.T) {
 		if f.Kind == "concurrency" && f.Overshoot != 0 {
 			t.Errorf("%s: overshoot %d, want 0", r.Scenario.Name, f.Overshoot)
 		}
-		if f.ScriptsPerDecision < 1 {
-			t.Errorf("%s: %.2f script calls per decision, want at least 1 (every decision is a round trip)", r.Scenario.Name, f.ScriptsPerDecision)
+		// At most one round trip a decision; fewer when the store
+		// coalesced concurrent decisions of one tag into one call (a
+		// GCRA stack, as settled's, under load).
+		if f.ScriptsPerDecision <= 0 || f.ScriptsPerDecision > 1.001 {
+			t.Errorf("%s: %.2f script calls per decision, want above 0 and at most 1 (a decision is one round trip, or shares one)", r.Scenario.Name, f.ScriptsPerDecision)
 		}
 		if f.Kind != "rolling" && f.AfterPerRequest == 0 {
 			t.Errorf("%s: no after-calls counted (release or settle)", r.Scenario.Name)

@@ -49,6 +49,11 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 		if err := os.WriteFile(filepath.Join(dir, name+"-latency.svg"), []byte(LatencySVG(byScenario[name])), 0o644); err != nil {
 			return err
 		}
+		if svg := FlowsSVG(byScenario[name]); svg != "" {
+			if err := os.WriteFile(filepath.Join(dir, name+"-flows.svg"), []byte(svg), 0o644); err != nil {
+				return err
+			}
+		}
 	}
 
 	var b strings.Builder
@@ -79,6 +84,7 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 	}
 	kindsSummary(&b, order, figs)
 	farRedisSummary(&b, order, byScenario, figs)
+	flowsSummary(&b, order, figs)
 	b.WriteString("\n## Summary: max overshoot (requests beyond a vendor limit) by scenario and algorithm\n\n| scenario |")
 	for _, a := range Algorithms {
 		b.WriteString(" " + a + " |")
@@ -122,6 +128,8 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			how = fmt.Sprintf("the period lengthened by %v of arrival jitter", sc.Allowance)
 		case sc.kind() == "settled":
 			how += fmt.Sprintf("; each request reserves %d tokens and settles what its response's usage says", sc.Estimate)
+		case limitKind(sc, sc.Vendor[0].Name) == KindHour:
+			how = fmt.Sprintf("`%d/hour resets 00:00` on a clock %g× the real one", sc.Vendor[0].Rate, sc.Compress)
 		}
 		fmt.Fprintf(&b, " (%s, the same for every algorithm). Run: %v, offered %s.\n\n", how, sc.Duration, loadStr(sc))
 		for _, r := range runs {
@@ -166,6 +174,7 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 			}
 			b.WriteString(" " + outcomesStr(f.Outcomes) + " |\n")
 		}
+		flowTables(&b, sc, figs[name])
 		var notes []string
 		for _, f := range figs[name] {
 			for _, lf := range f.Limits {
@@ -214,6 +223,9 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 		}
 		if len(notes) > 0 {
 			b.WriteString("\nWhere the vendor's limits were exceeded:\n\n" + strings.Join(notes, "\n") + "\n")
+		}
+		if len(sc.Flows) > 0 {
+			fmt.Fprintf(&b, "\n![%s: served per flow](%s-flows.svg)\n", name, name)
 		}
 		fmt.Fprintf(&b, "\n![%s: rate](%s-rate.svg)\n\n![%s: latency](%s-latency.svg)\n", name, name, name, name)
 		for _, r := range runs {
@@ -324,6 +336,9 @@ func dur(d time.Duration) string {
 func loadStr(sc *Scenario) string {
 	l := sc.Load
 	s := fmt.Sprintf("%.0f req/s", l.OnRate)
+	if len(sc.Flows) > 0 {
+		s = flowLoadStr(sc)
+	}
 	if l.Cycle > 0 {
 		s = fmt.Sprintf("%.0f req/s for %v then %.0f req/s, every %v", l.OnRate, l.OnFor, l.OffRate, l.Cycle)
 	}

@@ -73,6 +73,11 @@ type RunResult struct {
 	Added     []int64 `json:"-"`
 	AddedSent []bool  `json:"-"`
 	Commands  int64   `json:"commands,omitempty"`
+	// Records is what happened to each request of a scenario with flows
+	// (workerResult).
+	Records []Record `json:"-"`
+	// Virtual is what a compressed scenario's clock read at Start.
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -129,6 +134,10 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 			if !selected(opts.Algorithms, algo) || !sc.runs(algo) {
 				continue
 			}
+			if algo == AlgoThrottle && sc.needsFair() && !fairSupported() {
+				opts.logf("== %s / %s: skipped, this build of throttle has no fair share (a limit's fair field)", sc.Name, algo)
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return out, err
 			}
@@ -168,7 +177,19 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	res := &RunResult{Scenario: sc, Limits: sc.Configured(), Algo: algo, Start: start.UnixNano(), End: start.Add(sc.Duration).UnixNano(),
 		Outcomes: map[string]int64{}}
 	res.Phantoms = sc.phantoms(res.Start)
-	v := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter, sc.Estimate)
+	// A compressed hour's windows start at the run's start: the vendor's
+	// clock is moved back by the start's offset into a window, rather
+	// than the run waiting up to a window for one to begin.
+	var shift time.Duration
+	if sc.Compress > 1 {
+		res.Virtual = virtualStart(start)
+		for _, l := range sc.Vendor {
+			if l.Kind == KindHour {
+				shift = time.Duration(res.Start % int64(l.Period))
+			}
+		}
+	}
+	v := startVendor(sc.Vendor, res.Phantoms, sc.RetryAfter, sc.Estimate, shift)
 	vendorClosed := false
 	defer func() {
 		if !vendorClosed {
@@ -208,7 +229,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		spec := workerSpec{
 			Index: i, Processes: opts.Processes, Goroutines: opts.Goroutines, Algo: algo,
 			Scenario: sc, Limits: res.Limits, RedisAddr: redisAddr, VendorURL: v.URL,
-			Prefix: "bench:" + sc.Name + ":", Start: start,
+			Prefix: "bench:" + sc.Name + ":", Start: start, Virtual: res.Virtual,
 			ResultPath: filepath.Join(dir, "worker-"+strconv.Itoa(i)+".json"),
 		}
 		b, err := json.Marshal(spec)
@@ -319,6 +340,13 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	v.Close()
 	vendorClosed = true
 	res.Arrivals, res.OtherRefused = v.Arrivals(), int64(v.OthersRefused())
+	for i := range res.Arrivals { // back on the real clock
+		a := &res.Arrivals[i]
+		a.At = a.At.Add(shift)
+		if !a.Done.IsZero() {
+			a.Done = a.Done.Add(shift)
+		}
+	}
 
 	for _, p := range procs {
 		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -345,6 +373,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		res.Added = append(res.Added, wr.Added...)
 		res.AddedSent = append(res.AddedSent, wr.Sent...)
 		res.Commands += wr.Commands
+		res.Records = append(res.Records, wr.Records...)
 		if wr.Late > 0 {
 			res.Events = append(res.Events, fmt.Sprintf("worker %s was ready %v after the start", p.cmd.Args[0], time.Duration(wr.Late).Round(time.Millisecond)))
 		}

@@ -26,14 +26,19 @@ const (
 	// (ahead: {period: Scenario.AheadPeriod}); only the far-redis
 	// scenarios run it.
 	AlgoThrottleAhead = "throttle-ahead"
+	// AlgoThrottleFCFS is throttle configured without what issues 20 and
+	// 21 added: no priority classes, no pacing, no fair share, no plans:
+	// every limit one first-come-first-served queue, as before them; only
+	// the scenarios of those issues run it, as their baseline.
+	AlgoThrottleFCFS = "throttle-fcfs"
 )
 
 // Algorithms lists every algorithm, in report order.
 var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal, AlgoThrottleNoSync,
-	AlgoThrottleAhead}
+	AlgoThrottleAhead, AlgoThrottleFCFS}
 
 // variants are run only by the scenarios that name them in Algos.
-var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true, AlgoThrottleAhead: true}
+var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true, AlgoThrottleAhead: true, AlgoThrottleFCFS: true}
 
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
@@ -49,6 +54,8 @@ var AlgoDoc = map[string]string{
 		"(run only where the vendor publishes its counters: shared-account, redis-restart-sync)",
 	AlgoThrottleAhead: "throttle with quota taken ahead (`ahead: {period: ...}`): each process reserves the slots it expects to use " +
 		"in the next period in one store call and decides its requests against them locally (run in the far-redis scenarios only)",
+	AlgoThrottleFCFS: "throttle without priority classes, pacing, fair share or plans: the same limits, first come first served, " +
+		"as before issues 20 and 21 (the baseline of priority, daily-pacing and noisy-tenant, run in those only)",
 }
 
 // Load is the offered load of a scenario: requests per second for the
@@ -123,6 +130,22 @@ type Scenario struct {
 	// says, what it actually cost (actualCost: a fifth of Estimate to
 	// all of it); throttle settles from the usage (OpenAIUsage).
 	Estimate int64 `json:"estimate,omitempty"`
+	// Flows, when set, is the offered load instead of Load, Businesses
+	// and Hot: streams of one priority class or one tenant each, at
+	// their own rates over their own parts of the run (flows.go).
+	Flows []Flow `json:"flows,omitempty"`
+	// Classes are throttle's priority classes, the top first (the
+	// provider's priority field); Reserve what each keeps of every
+	// limit from the classes below it, in percent. throttle-fcfs has
+	// neither.
+	Classes []string       `json:"classes,omitempty"`
+	Reserve map[string]int `json:"reserve,omitempty"`
+	// Compress runs throttle on a clock Compress times as fast as the
+	// real one, shared by every worker and starting at a calendar hour
+	// at the run's start (scaledClock): a vendor's hourly window
+	// (KindHour) then passes in Period of real time. Zero: the real
+	// clock.
+	Compress float64 `json:"compress,omitempty"`
 }
 
 // kind says which of the quota kinds of issue #11 the scenario measures:
@@ -155,6 +178,9 @@ func (s *Scenario) Configured() []Limit {
 			continue
 		}
 		switch l.Kind {
+		case KindHour: // a count per window: arrival jitter only matters at the reset
+			out[i] = l
+			continue
 		case KindConcurrent: // a lease spans the vendor's whole count of a request: no jitter to allow for
 			out[i] = l
 			continue
@@ -345,6 +371,9 @@ func Scenarios(d time.Duration) []Scenario {
 			Load:      Load{OnRate: 400}, Businesses: 10, Duration: d,
 			PhantomFrom: d * 3 / 10, PhantomTo: d * 7 / 10, PhantomRate: 10, PhantomBurst: 40,
 		},
+		priorityScenario(d),
+		dailyPacingScenario(d),
+		noisyTenantScenario(d),
 	}
 }
 

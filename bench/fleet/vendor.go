@@ -28,6 +28,12 @@ const (
 	// and each request takes Period to serve (a model API's concurrent
 	// streams, GitHub's 100 concurrent requests).
 	KindConcurrent = "concurrent"
+	// KindHour is a calendar hour on a compressed clock: Rate per window,
+	// the windows Period of real time long and starting at the run's
+	// start, each one calendar hour of the clock the scenario's Compress
+	// makes (Rate per hour, reset on the hour, UTC). Only throttle runs
+	// it: the alternatives know nothing of a compressed clock.
+	KindHour = "hour"
 	// KindRolling admits at most Rate in any trailing Period, exactly: a
 	// sliding log of the admitted arrivals (Salesforce's rolling 24 h
 	// quota, scaled down).
@@ -50,6 +56,13 @@ type Limit struct {
 	// (X-RateLimit-Limit, -Remaining, -Reset), and throttle syncs to it.
 	// At most one limit of a stack has it: x-ratelimit has one counter.
 	Counters bool `json:"counters,omitempty"`
+	// Pace is throttle's pace field for a calendar window (KindHour),
+	// as YAML: "true" or "{reserve: 10%}"; throttle-fcfs leaves it out.
+	Pace string `json:"pace,omitempty"`
+	// Fair is throttle's fair field for a provider-wide limit ("tenant":
+	// a weighted fair share among the tenants); throttle-fcfs leaves it
+	// out.
+	Fair string `json:"fair,omitempty"`
 }
 
 // interval is the GCRA emission interval in ns (a leaky bucket is a GCRA
@@ -76,6 +89,8 @@ func (l Limit) String() string {
 		return strconv.FormatInt(l.Rate, 10) + "/day (UTC calendar day)"
 	case KindWindow:
 		return strconv.FormatInt(l.Rate, 10) + " per fixed " + l.Period.String() + " window"
+	case KindHour:
+		return strconv.FormatInt(l.Rate, 10) + "/hour (a calendar hour, compressed into " + l.Period.String() + ")"
 	case KindConcurrent:
 		return strconv.FormatInt(l.Rate, 10) + " in flight at once"
 	case KindRolling:
@@ -109,7 +124,7 @@ func enforcer(limits []Limit) throttletest.Enforcer {
 			e = throttletest.GCRA(int(l.Rate), l.Period, int(l.Burst)).Costs() // a model API's tokens
 		case KindDay:
 			e = throttletest.Window(int(l.Rate), 24*time.Hour)
-		case KindWindow:
+		case KindWindow, KindHour:
 			e = throttletest.Window(int(l.Rate), l.Period)
 		case KindLeaky:
 			e = throttletest.LeakyBucket(int(l.Burst), float64(l.Rate))
@@ -156,7 +171,11 @@ const warmUpPath = "/warmup"
 // their times pass. With estimate set it is a model API: each request
 // costs actualCost(estimate, its intent) tokens, charged at its arrival,
 // and the response says so in its usage.
-func startVendor(limits []Limit, phantoms []throttletest.Other, retryAfter time.Duration, estimate int64) *throttletest.Vendor {
+//
+// shift moves the vendor's clock back (its windows then start shift
+// after multiples of their length: at the run's start, for KindHour);
+// its arrivals are recorded on that clock (RunResult.Shift).
+func startVendor(limits []Limit, phantoms []throttletest.Other, retryAfter time.Duration, estimate int64, shift time.Duration) *throttletest.Vendor {
 	opts := throttletest.Options{
 		Enforcer:    enforcer(limits),
 		ScopeHeader: ScopeHeader,
@@ -165,6 +184,9 @@ func startVendor(limits []Limit, phantoms []throttletest.Other, retryAfter time.
 		Others:      phantoms,
 		MaxArrivals: math.MaxInt32,
 		Exempt:      func(r *http.Request) bool { return r.URL.Path == warmUpPath },
+	}
+	if shift != 0 {
+		opts.Clock = func() time.Time { return time.Now().Add(-shift) }
 	}
 	for _, l := range limits {
 		opts.Counters = opts.Counters || l.Counters

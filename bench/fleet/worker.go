@@ -41,12 +41,17 @@ type workerSpec struct {
 	Prefix     string    `json:"prefix"`
 	Start      time.Time `json:"start"`
 	ResultPath string    `json:"result"`
+	// Virtual is what a compressed clock (Scenario.Compress) reads at
+	// Start.
+	Virtual time.Time `json:"virtual,omitzero"`
 }
 
 // An Intent is one request the load asked for.
 type Intent struct {
 	At       int64  `json:"t"` // ns since the epoch
 	Business string `json:"b,omitempty"`
+	// Flow is the index of its flow in Scenario.Flows, when it has flows.
+	Flow int `json:"f,omitempty"`
 }
 
 // Outcomes of requests, as the client saw them.
@@ -88,6 +93,8 @@ type workerResult struct {
 	// Commands counts every Redis command throttle's client sent after
 	// the warm-up (scripts, subscriptions, everything).
 	Commands int64 `json:"commands,omitempty"`
+	// Records is what happened to each request, in a scenario with flows.
+	Records []Record `json:"records,omitempty"`
 }
 
 // decisionKey marks the context of a decision (timedStore.Reserve), so
@@ -154,6 +161,13 @@ func (r *recorder) added(d time.Duration, sent bool) {
 	r.mu.Unlock()
 }
 
+// record notes what happened to a request of a scenario with flows.
+func (r *recorder) record(x Record) {
+	r.mu.Lock()
+	r.res.Records = append(r.res.Records, x)
+	r.mu.Unlock()
+}
+
 func (r *recorder) outcome(o string, err error) {
 	r.mu.Lock()
 	r.res.Outcomes[o]++
@@ -191,6 +205,9 @@ type slot struct {
 	// earliest is the decision's start plus its wait: no later than the
 	// slot on the store's clock. The vendor records its arrival minus this.
 	earliest time.Time
+	// wait is the decision's reserved wait on the store's clock (which a
+	// compressed scenario runs faster than the real one).
+	wait time.Duration
 }
 
 // SlotHeader carries a request's earliest slot (ns since the epoch) to the
@@ -204,6 +221,9 @@ type slotKey struct{}
 type timedStore struct {
 	quota.Store
 	rec *recorder
+	// clock, when set, is the compressed clock the store runs on: a
+	// wait on it is a k-th as long in real time.
+	clock *scaledClock
 }
 
 var _ quota.Store = timedStore{}
@@ -220,7 +240,11 @@ func (s timedStore) Reserve(ctx context.Context, req *quota.Request) (*quota.Res
 	s.rec.latency(t1.Sub(t0))
 	if err == nil && r.Allowed {
 		if sl, ok := ctx.Value(slotKey{}).(*slot); ok {
-			sl.at, sl.waited, sl.earliest = t1.Add(r.Wait), r.Wait > 0, t0.Add(r.Wait)
+			w := r.Wait
+			if s.clock != nil {
+				w = s.clock.real(w)
+			}
+			sl.at, sl.waited, sl.earliest, sl.wait = t1.Add(w), w > 0, t0.Add(w), r.Wait
 		}
 	}
 	return r, err
@@ -251,13 +275,23 @@ func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.base.RoundTrip(req)
 }
 
-// throttleConfig is the providers YAML of a scenario for throttle.
-func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync bool, ahead time.Duration) string {
+// throttleConfig is the providers YAML of a scenario for throttle; fcfs
+// leaves out what issues 20 and 21 added (classes, pace, fair share,
+// plans), and ahead, when positive, is the provider's ahead period.
+func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync, fcfs bool, ahead time.Duration) string {
 	var b strings.Builder
-	b.WriteString("version: 1\nproviders:\n  vendor:\n")
+	b.WriteString("version: 1\n")
+	if !fcfs {
+		b.WriteString(tenantsConfig(sc))
+	}
+	b.WriteString("providers:\n  vendor:\n")
 	fmt.Fprintf(&b, "    hosts: [%q]\n", host)
 	if sc.Wait {
-		fmt.Fprintf(&b, "    on_limit: wait\n    max_wait: %s\n", sc.MaxWait)
+		maxWait := sc.MaxWait
+		if sc.Compress > 1 { // on the compressed clock
+			maxWait = time.Duration(float64(maxWait) * sc.Compress)
+		}
+		fmt.Fprintf(&b, "    on_limit: wait\n    max_wait: %s\n", maxWait)
 	} else {
 		b.WriteString("    on_limit: fail\n")
 	}
@@ -276,11 +310,20 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 	if perTenant {
 		b.WriteString("    keys: per_tenant\n")
 	}
+	if !fcfs {
+		flowConfig(&b, sc)
+	}
 	b.WriteString("    limits:\n")
 	for _, l := range limits {
 		scope := ""
 		if l.PerBusiness {
 			scope = `, scope: "header:` + ScopeHeader + `"`
+		}
+		if !fcfs && l.Pace != "" {
+			scope += ", pace: " + l.Pace
+		}
+		if !fcfs && l.Fair != "" {
+			scope += ", fair: " + l.Fair
 		}
 		switch l.Kind {
 		case KindGCRA:
@@ -289,6 +332,8 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 			fmt.Fprintf(&b, "      - {name: %s, rate: %d, period: 1s, burst: %d%s}\n", l.Name, l.Rate, l.Burst, scope)
 		case KindDay:
 			fmt.Fprintf(&b, "      - {name: %s, limit: %d/day%s}\n", l.Name, l.Rate, scope)
+		case KindHour:
+			fmt.Fprintf(&b, "      - {name: %s, limit: %d/hour resets 00:00%s}\n", l.Name, l.Rate, scope)
 		case KindConcurrent:
 			fmt.Fprintf(&b, "      - {name: %s, limit: %d concurrent lease %s%s}\n", l.Name, l.Rate, leaseTTL, scope)
 		case KindRolling:
@@ -322,7 +367,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	var st *redisstore.Store
 	scripts := &scriptCounter{}
 	switch spec.Algo {
-	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleAhead:
+	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleAhead, AlgoThrottleFCFS:
 		rdb.AddHook(scripts)
 		share := 0.0
 		if spec.Algo == AlgoThrottleLocal {
@@ -332,24 +377,30 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 		if spec.Algo == AlgoThrottleAhead {
 			ahead = sc.AheadPeriod
 		}
-		cfg, err := providers.Load("bench.yaml", []byte(throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"),
-			share, spec.Algo != AlgoThrottleNoSync, ahead)))
+		yaml := throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share,
+			spec.Algo != AlgoThrottleNoSync, spec.Algo == AlgoThrottleFCFS, ahead)
+		cfg, err := providers.Load("bench.yaml", []byte(yaml))
 		if err != nil {
 			return nil, err
 		}
-		sopts := redisstore.Options{Prefix: spec.Prefix}
+		opts := []throttle.Option{throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(sendTimer{base: httpBase, rec: rec})}
+		stOpts := redisstore.Options{Prefix: spec.Prefix}
 		if sc.FarRedis > 0 {
 			// A far Redis's calls get several round trips, as
 			// docs/operations.md advises for one in another region.
-			sopts.Timeout = time.Second
+			stOpts.Timeout = time.Second
 		}
-		st, err = redisstore.New(rdb, sopts)
+		var clock *scaledClock
+		if sc.Compress > 1 {
+			clock = &scaledClock{r0: spec.Start, v0: spec.Virtual, k: sc.Compress}
+			stOpts.Clock = *clock
+			opts = append(opts, throttle.WithClock(*clock))
+		}
+		st, err = redisstore.New(rdb, stOpts)
 		if err != nil {
 			return nil, err
 		}
-		tr, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)),
-			throttle.WithStore(timedStore{Store: st, rec: rec}),
-			throttle.WithBase(sendTimer{base: httpBase, rec: rec}))
+		tr, err := throttle.New(append(opts, throttle.WithStore(timedStore{Store: st, rec: rec, clock: clock}))...)
 		if err != nil {
 			return nil, err
 		}
@@ -375,6 +426,14 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	rec.res.Late = max(0, int64(time.Since(spec.Start)))
 	end := spec.Start.Add(sc.Duration)
 	runCtx, cancel := context.WithDeadline(context.Background(), end)
+	if sc.Compress > 1 {
+		// The transport cuts a request's max wait to its context's
+		// deadline, in real time, and its max wait is on the compressed
+		// clock: the run's end must not cut it. It ends the run instead.
+		runCtx, cancel = context.WithCancel(context.Background())
+		stop := time.AfterFunc(time.Until(end), cancel)
+		defer stop.Stop()
+	}
 	defer cancel()
 	jobs := make(chan Intent)
 	var wg sync.WaitGroup
@@ -405,6 +464,23 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 // request is dropped (and counted).
 func dispatch(spec *workerSpec, end time.Time, jobs chan<- Intent, rec *recorder) {
 	sc := &spec.Scenario
+	if len(sc.Flows) > 0 {
+		for _, in := range flowIntents(sc, spec.Index, spec.Processes, spec.Start) {
+			if d := time.Until(time.Unix(0, in.At)); d > 0 {
+				time.Sleep(d)
+			}
+			rec.mu.Lock()
+			rec.res.Intents = append(rec.res.Intents, in)
+			rec.mu.Unlock()
+			select {
+			case jobs <- in:
+			default:
+				rec.outcome(OutDropped, nil)
+				rec.record(Record{Flow: in.Flow, At: in.At, Out: OutDropped, Wait: -1})
+			}
+		}
+		return
+	}
 	rng := rand.New(rand.NewPCG(uint64(spec.Index)+1, uint64(sc.Duration)))
 	n := float64(spec.Processes)
 	start := spec.Start
@@ -455,39 +531,66 @@ func newRequest(ctx context.Context, spec *workerSpec, biz string) (*http.Reques
 }
 
 func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) {
-	began := time.Now()
-	ctx = context.WithValue(ctx, slotKey{}, &slot{began: began})
-	if sc := &spec.Scenario; sc.Estimate > 0 { // a model API: reserve max_tokens, settle the usage
+	sl := &slot{began: time.Now()}
+	ctx = context.WithValue(ctx, slotKey{}, sl)
+	sc := &spec.Scenario
+	if sc.Estimate > 0 { // a model API: reserve max_tokens, settle the usage
 		ctx = throttle.WithSettle(throttle.WithCost(ctx, sc.Estimate), throttle.OpenAIUsage(sc.Vendor[0].Name))
 	}
+	if len(sc.Flows) > 0 {
+		f := &sc.Flows[in.Flow]
+		if f.Class != "" { // a provider without classes (throttle-fcfs) ignores it
+			ctx = throttle.WithPriority(ctx, f.Class)
+		}
+		if f.Tenant != "" {
+			ctx = throttle.WithBusiness(ctx, f.Tenant)
+		}
+	}
+	out := doThrottleOnce(ctx, client, spec, in, rec)
+	if len(sc.Flows) > 0 {
+		w := int64(-1)
+		if out == OutSent || out == OutThrottled {
+			w = int64(sl.wait)
+		}
+		rec.record(Record{Flow: in.Flow, At: in.At, Out: out, Wait: w})
+	}
+}
+
+// doThrottleOnce sends one request through throttle and returns its
+// outcome, counted.
+func doThrottleOnce(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) string {
 	req, err := newRequest(ctx, spec, in.Business)
 	if err != nil {
 		rec.outcome(OutOther, err)
-		return
+		return OutOther
 	}
 	req.Header.Set(IntentHeader, strconv.FormatInt(in.At, 10))
 	resp, err := client.Do(req)
 	if err != nil {
 		var le *throttle.LimitError
+		out := OutOther
 		switch {
 		case errors.As(err, &le):
-			rec.added(time.Since(began), false)
-			rec.outcome(OutRefused, nil)
+			if sl, ok := ctx.Value(slotKey{}).(*slot); ok { // refused: added until the refusal
+				rec.added(time.Since(sl.began), false)
+			}
+			out, err = OutRefused, nil
 		case errors.Is(err, throttle.ErrStoreUnavailable):
-			rec.outcome(OutStoreError, err)
+			out = OutStoreError
 		case ctx.Err() != nil:
-			rec.outcome(OutCancelled, nil)
-		default:
-			rec.outcome(OutOther, err)
+			out, err = OutCancelled, nil
 		}
-		return
+		rec.outcome(out, err)
+		return out
 	}
-	finish(resp, rec)
+	out, _ := finish(resp, rec)
+	return out
 }
 
-// finish reads and closes a vendor response and counts it; it returns the
-// vendor's Retry-After when it throttled the request.
-func finish(resp *http.Response, rec *recorder) time.Duration {
+// finish reads and closes a vendor response and counts it; it returns
+// the outcome, and the vendor's Retry-After when it throttled the
+// request.
+func finish(resp *http.Response, rec *recorder) (string, time.Duration) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode == http.StatusTooManyRequests {
@@ -496,14 +599,14 @@ func finish(resp *http.Response, rec *recorder) time.Duration {
 		if err != nil || secs < 0 {
 			secs = 1
 		}
-		return time.Duration(min(secs, 60)) * time.Second
+		return OutThrottled, time.Duration(min(secs, 60)) * time.Second
 	}
 	if resp.StatusCode != http.StatusOK {
 		rec.outcome(OutOther, fmt.Errorf("status %d", resp.StatusCode))
-		return 0
+		return OutOther, 0
 	}
 	rec.outcome(OutSent, nil)
-	return 0
+	return OutSent, 0
 }
 
 // doLimiter runs one request through a hand-written limiter: in wait mode
@@ -569,7 +672,7 @@ func doLimiter(ctx context.Context, client *http.Client, lim limiter, spec *work
 		}
 		return
 	}
-	if ra := finish(resp, rec); ra > 0 {
+	if _, ra := finish(resp, rec); ra > 0 {
 		sleepCtx(ctx, ra)
 	}
 }
@@ -601,8 +704,14 @@ func warmUp(spec *workerSpec, rdb *redis.Client, httpBase *http.Transport, st *r
 	ctx, cancel := context.WithDeadline(context.Background(), spec.Start)
 	defer cancel()
 	if st != nil {
+		// Two decisions, so that Redis has both decision scripts: a lone
+		// GCRA limit is lone.lua's, the same one with a window beside it
+		// reserve.lua's. A script first sent during the run would count
+		// twice (EVALSHA refused, then EVAL).
 		l := &quota.Limit{Name: "warmup", Kind: quota.GCRA, Rate: 1000, Period: time.Second}
+		w := &quota.Limit{Name: "warmup-day", Kind: quota.Window, Rate: 1000, Calendar: quota.Calendar{Unit: quota.Day}}
 		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}}})
+		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}, {Limit: w, Key: "warmup-day"}}})
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < spec.Goroutines; g++ {

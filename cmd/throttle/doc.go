@@ -19,7 +19,8 @@
 //	throttle validate [FILE]
 //	throttle validate --against OLD [FILE]
 //	throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR] [--interval 2s] [--top 10]
-//	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION --redis URL
+//	throttle status [PROVIDER] --tenant BUSINESS [--plan NAME] --redis URL
+//	throttle pause PROVIDER[/SCOPE] [--tenant VALUE] --for DURATION [--reason TEXT] --redis URL
 //	throttle resume PROVIDER[/SCOPE] [--tenant VALUE] --redis URL
 //	throttle reset PROVIDER[/LIMIT[/SCOPE]] --redis URL
 //	throttle proxy --redis URL [--config FILE] [--listen ADDR] [--route NAME=URL]...
@@ -31,8 +32,11 @@
 // problem as "file:line:column: field.path: message" and exits 3, or prints
 // the resolved table: per provider its hosts, behaviour and keys (its
 // Redis hash tag), and per limit its route, the limit in the short form
-// with headroom applied, its scope and what happens without a scope value.
-// With --against OLD it instead lists, per provider, what switching the
+// with headroom applied, its scope and what happens without a scope value;
+// then its plans, each with its weight and figures, and how many
+// businesses the tenants map puts on each plan, then its priority classes
+// and each limit's class reserves and pacing. With --against OLD it
+// instead lists, per provider, what switching the
 // fleet from OLD to FILE would move or forget in Redis
 // (providers.Changes), and exits 4 when anything would.
 //
@@ -53,13 +57,21 @@
 // --json writes a document whose schema is in "throttle status --help"
 // (one document per line with --watch); --serve ADDR serves a read-only
 // page of the same state, bars of what is left that refresh themselves,
-// on loopback when ADDR is a bare port (":8080").
+// with the pauses in force and why they were set and the fleet's recent
+// refusals, on loopback when ADDR is a bare port (":8080"). A tenant's
+// rows are read at its plan's figures (the tenants map, else the
+// provider's default_plan); --tenant BUSINESS shows one business on every
+// provider with a limit per business, with its plan on each, and --plan
+// NAME reads it at another plan's figures (a program's WithPlans lookup is
+// not visible to status).
 //
 // pause holds back fleet-wide, as a vendor's 429 does, every request of a
 // provider (PROVIDER: of every tenant; on a Redis Cluster, where a
 // tenant's decision reads only its own slot, through a copy of the pause
-// in every slot, Store.PauseOver) or one tenant's (--tenant VALUE or
-// PROVIDER/VALUE, for a provider with keys: per_tenant); resume lifts it; reset deletes limit
+// in every slot, and on a Ring through a copy on every shard,
+// Store.PauseOver) or one tenant's (--tenant VALUE or PROVIDER/VALUE, for
+// a provider with keys: per_tenant), and records beside it who paused and
+// --reason, which status shows; resume lifts it; reset deletes limit
 // state so a limit is back to full capacity. They write exactly the keys the
 // transport reads: the tags and keys come from package providers
 // (Provider.StateKey, Provider.PauseKey; Provider.ParseKey reads back the
@@ -73,8 +85,9 @@
 // http://ADDR/<name>/<path> for a --route name=URL; only hosts a provider
 // claims are forwarded (403 otherwise). Per-request values come from the
 // headers Throttle-Business, Throttle-Label, Throttle-Cost,
-// Throttle-Limit-Cost and Throttle-Max-Wait (which may only shorten the
-// provider's max_wait), stripped before forwarding. They are the client's
+// Throttle-Limit-Cost, Throttle-Max-Wait (which may only shorten the
+// provider's max_wait) and Throttle-Priority (a priority class of the
+// provider), stripped before forwarding. They are the client's
 // assertions: a cost header may raise a configured cost, not lower it
 // (--allow-lower-costs), and --business binds every request to one
 // business. Retries wait within the request's max wait, and
@@ -90,7 +103,11 @@
 //
 // --redis takes a redis:// or rediss:// URL (see redis.ParseURL), or for a
 // Redis Cluster comma-separated URLs or host:port addresses of its nodes
-// (or one URL with --cluster; see redis.ParseClusterURL). It defaults to
+// (or one URL with --cluster; see redis.ParseClusterURL), or with --ring
+// the shards of a go-redis Ring as NAME=ADDR,... with the names the fleet's
+// redis.RingOptions.Addrs gives them (the Ring places keys by hashing the
+// names, so status finds a tenant's keys only under the fleet's names; a
+// Ring with its own NewConsistentHash is not supported). It defaults to
 // $THROTTLE_REDIS. --config names the providers file (default: the
 // embedded catalog) and --prefix the key prefix (default "throttle:"):
 // both must be the fleet's. --timeout bounds each call to Redis (default

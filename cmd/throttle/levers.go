@@ -19,12 +19,17 @@ configuration and the key prefix the fleet uses.
 
 var pauseCmd = &command{
 	name: "pause",
-	usage: `Usage: throttle pause PROVIDER [--tenant VALUE] --for DURATION --redis URL
+	usage: `Usage: throttle pause PROVIDER [--tenant VALUE] --for DURATION [--reason TEXT] --redis URL
 
 Pause holds back, fleet-wide, every request of PROVIDER for DURATION from now
 on Redis's clock, as the transport does when the vendor answers 429: the
 transports wait for the pause to end (up to their max wait) or fail fast.
-A longer pause in force is kept.
+A longer pause in force is kept, with its reason.
+
+Beside the pause it records who set it (user@host) and --reason TEXT, which
+status and its page show, as they show a vendor's ("429 from api.stripe.com,
+Retry-After 30s"). Keep secrets out of TEXT: anyone who reads the status
+reads it. It is cut to 200 bytes.
 
 PROVIDER alone pauses every request of the provider, of every tenant. For a
 provider with keys: per_tenant (validate says "keys per_tenant"),
@@ -33,9 +38,10 @@ is VALUE (a business, a header value, a host; a "#..." value as status shows
 it is taken as it is). On a Redis Cluster a tenant's decision reads its own
 hash slot only, so there PROVIDER alone also writes a copy of the pause in
 each of the cluster's 16,384 slots (16,384 SETs, pipelined per master),
-which resume deletes. A fleet sharded by a go-redis Ring cannot be paused
-this way: a Ring places keys by its own hashing of the tag, not by slot,
-so a tenant never reads the provider's pause there; pause each tenant.
+which resume deletes. On a go-redis Ring (--ring) a tenant's decision reads
+its own shard only, so there PROVIDER alone writes a copy on every shard;
+a shard that does not answer fails the command (the others hold theirs):
+run it again once the shard is back.
 ` + storeFlagsText,
 }
 
@@ -47,8 +53,8 @@ Resume lifts at once the pause that "throttle pause" (or a vendor's 429)
 set on PROVIDER, or on one tenant (--tenant VALUE, or PROVIDER/VALUE).
 Resuming a tenant does not lift the provider's pause, which holds every
 tenant. On a Redis Cluster, resuming PROVIDER also deletes the pause's copies
-in every hash slot (see "throttle pause --help"); if it fails half-way, the
-provider stays paused: run it again.
+in every hash slot, on a Ring on every shard (see "throttle pause --help");
+if it fails half-way, the provider stays paused: run it again.
 ` + storeFlagsText,
 }
 
@@ -151,11 +157,12 @@ func (d *pauseDuration) Set(s string) error {
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var sf storeFlags
 	var d pauseDuration
-	var tenant string
+	var tenant, why string
 	fs := newFlagSet(pauseCmd)
 	sf.register(fs)
 	fs.Var(&d, "for", "how long to pause, e.g. 10m (required)")
 	fs.StringVar(&tenant, "tenant", "", "pause only this tenant's requests (keys: per_tenant)")
+	fs.StringVar(&why, "reason", "", "why, shown beside the pause by status and its page (with who paused)")
 	target, err := oneTarget(pauseCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -172,20 +179,14 @@ func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	pause := e.store.Pause
+	pause := e.store.PauseWithReason
 	if everyTenant(p, part) {
-		pause = e.store.PauseOver
+		pause = e.store.PauseOverWithReason
 	}
-	if err := pause(ctx, tag, keys[0], time.Duration(d)); err != nil {
+	if err := pause(ctx, tag, keys[0], time.Duration(d), operatorReason(why)); err != nil {
 		return err
 	}
-	snap, err := e.store.Inspect(ctx, &quota.Request{Tag: tag, Pauses: keys[:1]})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "paused %s until %s (%s from now)\n", what(target, tenant),
-		snap.PausedUntil.UTC().Format(time.RFC3339), snap.PausedUntil.Sub(snap.Now).Round(time.Second))
-	return nil
+	return printPaused(ctx, stdout, e, what(target, tenant), quota.PauseKey{Tag: tag, Key: keys[0]}, time.Duration(d))
 }
 
 // what names a pause's target for output: PROVIDER[/SCOPE], or

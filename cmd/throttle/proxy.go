@@ -54,10 +54,13 @@ every other Throttle-* header) before forwarding; a bad value is a 400:
 	Throttle-Cost: 5                        the request's cost in its stack
 	Throttle-Limit-Cost: tokens=1200        the cost in named limits
 	Throttle-Max-Wait: 2s                   a shorter wait than max_wait (never a longer one)
+	Throttle-Priority: batch                the request's priority class (one of the provider's)
 
 They are the client's assertions: a cost header can raise the configured
 cost but not lower it (unless --allow-lower-costs), a Throttle-Limit-Cost
-name must be a limit of the request's stack, and --business binds every
+name must be a limit of the request's stack, a Throttle-Priority class must
+be one the provider declares (a provider without classes ignores it), and
+--business binds every
 request to one business. Keep the proxy where only trusted clients reach it.
 
 A refusal is 429 with Retry-After (whole seconds), Throttle-Error: limited
@@ -126,7 +129,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := newProxyMetrics()
 	upstream := proxy.NewUpstream(f.upstreamReply)
 	defer upstream.CloseIdleConnections()
-	p, err := f.newProxy(e, prefixes, upstream, metrics, log)
+	refusals, err := e.store.NewRefusalLog(0)
+	if err != nil {
+		return err
+	}
+	defer closeRefusals(refusals, f.store.timeout, log)
+	p, err := f.newProxy(e, prefixes, upstream, metrics, refusals, log)
 	if err != nil {
 		return err
 	}
@@ -180,12 +188,13 @@ func parseProxyFlags(args []string, stdout, stderr io.Writer) (*proxyFlags, erro
 }
 
 // newProxy makes the handler that throttles and forwards.
-func (f *proxyFlags) newProxy(e *env, prefixes []proxy.Route, upstream http.RoundTripper, metrics *proxyMetrics, log *slog.Logger) (*proxy.Proxy, error) {
+func (f *proxyFlags) newProxy(e *env, prefixes []proxy.Route, upstream http.RoundTripper, metrics *proxyMetrics,
+	refusals throttle.RefusalRecorder, log *slog.Logger) (*proxy.Proxy, error) {
 	p, err := proxy.New(proxy.Options{
 		Registry: providers.NewRegistry(e.cfg),
 		Throttle: []throttle.Option{
 			throttle.WithStore(e.store),
-			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}}),
+			throttle.WithObserver(observers{metrics.observer, logObserver{throttle.SlogObserver(log)}, throttle.RefusalObserver(refusals)}),
 		},
 		Upstream:      upstream,
 		Routes:        prefixes,

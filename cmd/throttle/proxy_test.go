@@ -457,7 +457,7 @@ func TestProxyHealthMetricsAndOwnPortRoutes(t *testing.T) {
 	}
 	_, metrics := get(p.addrs[0] + "/metrics")
 	for _, want := range []string{`throttle_proxy_requests_total{code="200",provider="vendor"} 1`,
-		`throttle_events_total{event="decided",limit="",provider="vendor"} 2`} {
+		`throttle_events_total{class="",event="decided",limit="",provider="vendor"} 2`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 		}

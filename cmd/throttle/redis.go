@@ -22,6 +22,7 @@ const envRedis = "THROTTLE_REDIS"
 type storeFlags struct {
 	redis   string
 	cluster bool
+	ring    bool
 	config  string
 	prefix  string
 	timeout time.Duration
@@ -40,6 +41,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 		"Redis `URL` (redis://[user:password@]host:port/db, rediss:// for TLS), or comma-separated\n"+
 			"URLs or host:port addresses of a Redis Cluster's nodes (default $"+envRedis+")")
 	fs.BoolVar(&f.cluster, "cluster", false, "connect to a Redis Cluster (implied by several addresses)")
+	fs.BoolVar(&f.ring, "ring", false, ringText)
 	fs.StringVar(&f.config, "config", "", "providers configuration `FILE` (default: the embedded catalog, config/providers.yaml)")
 	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "key `prefix` the fleet's stores use (redisstore.Options.Prefix)")
 	fs.DurationVar(&f.timeout, "timeout", timeout, "bound on each call to Redis")
@@ -135,6 +137,9 @@ func (f *storeFlags) open(ctx context.Context) (*env, error) {
 	}
 	if f.redis == "" {
 		f.redis = os.Getenv(envRedis)
+	}
+	if f.ring {
+		return f.openRing(ctx, cfg)
 	}
 	client, err := newClient(f.redis, f.cluster, f.timeout)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 var statusCmd = &command{
 	name: "status",
 	usage: `Usage: throttle status [PROVIDER[/SCOPE]] --redis URL [--all] [--json] [--watch] [--serve ADDR]
+       throttle status [PROVIDER] --tenant BUSINESS [--plan NAME] --redis URL [...]
 
 Status shows the live state of the limits in Redis, read without changing
 anything and computed as the store decides (Redis's TIME is the clock): per
@@ -31,6 +32,15 @@ next requests wait out.
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
 header value or a host; a "#..." value as status shows it is taken as it is).
+
+--tenant BUSINESS shows one business's state on every provider with a
+limit scoped per business (or on PROVIDER): its plan on each, and what it
+has left of each limit at that plan's figures. A tenant's rows are read
+at its plan's figures whatever the form (the "plan" field, and a note in
+the table): the plan the configuration's tenants map names, else the
+provider's default_plan. A program that names plans with WithPlans (a
+lookup in its database) is not asked: --plan NAME reads the --tenant
+business's state at that plan's figures instead.
 
 The table lists only the limits that have state in Redis (a limit without
 state is full); --all lists every limit. Rates are per second, minute,
@@ -53,11 +63,20 @@ Values too long or unsafe for a key are shown as "#" and a hash.
 --json it writes one JSON document per line per refresh instead.
 
 --serve ADDR serves, until interrupted, a read-only page of the same state:
-each provider's limits as bars of what is left, the pauses in force and
-when they end, the leases held and the reservations charged ahead,
-refreshed every --interval by the page itself. ":8080" listens on
-loopback only (127.0.0.1:8080); name a host ("0.0.0.0:8080") to listen
-beyond it. /status.json answers the JSON below, every limit included.
+each provider's limits as bars of what is left, the pauses in force with
+when they end and why they were set, the fleet's recent refusals, the
+leases held and the reservations charged ahead, refreshed every --interval
+by the page itself. ":8080" listens on loopback only (127.0.0.1:8080);
+name a host ("0.0.0.0:8080") to listen beyond it. /status.json answers the
+JSON below, every limit included.
+
+Pauses show why they were set when the pause recorded it: a vendor's
+throttle records its status, host and delay ("429 from api.stripe.com,
+Retry-After 30s"), "throttle pause" who paused and its --reason. Refusals
+are those the fleet's processes record (throttle proxy does; a Go program
+adds throttle.RefusalObserver with a redisstore.RefusalLog), per provider
+and limit ("pause" for a pause), counted per minute of Redis's clock for an
+hour. The table lists both after the limits.
 
 JSON (--json), field names stable; it lists every limit, with or without
 state (see "exists"):
@@ -73,6 +92,9 @@ state (see "exists"):
 	    "paused_until": null,     the provider's pause, RFC 3339, or null
 	    "scopes_known": 12,       scope values found so far
 	    "scopes_shown": 10,       of those, shown (busiest first)
+	    "tenant": {"business": "acme", "plan": "enterprise", "from": "tenants"},
+	                              with --tenant only; from: tenants, --plan,
+	                              default or none (no plans)
 	    "rows": [{
 	      "limit": "global", "kind": "gcra" | "window" | "rolling" | "concurrent",
 	      "spec": "90/s",         short form, headroom applied
@@ -100,10 +122,29 @@ state (see "exists"):
 	      "reset_after_ms": 34,   until back to full (rounded up; concurrent:
 	                              until the latest lease expires)
 	      "paused_until": null,   the pause these requests read, or null
+	      "plan": "enterprise",   the tenant's plan whose figures the row
+	                              is read at; omitted: the limit as written
 	      "key": "throttle:{stripe}:global",
 	      "exists": true          false: no state, the limit is idle
 	    }]
-	  }]
+	  }],
+	  "pauses": [{                the pauses in force
+	    "provider": "stripe",
+	    "tenant": "acct_1",       a tenant's own pause; absent for the provider's
+	    "holds": "every request" | "every request, all tenants" |
+	             "requests without a tenant" | "the tenant's requests",
+	    "until": "2026-01-02T15:05:05Z",
+	    "set_at": "2026-01-02T15:04:35Z",  or null: no reason recorded
+	    "reason": "429 from api.stripe.com, Retry-After 30s"   or ""
+	  }],
+	  "refusals": [{              limits that refused in the last hour, the
+	                              most refused in the last 5 minutes first
+	    "provider": "stripe", "limit": "global",
+	    "last_5m": 37, "last_hour": 1204,
+	    "last": "2026-01-02T15:04:01Z",    the latest, or null
+	    "retry_after_ms": 2000             what the latest was told
+	  }],
+	  "refusals_error": "..."     only when the refusals could not be read
 	}
 ` + storeFlagsText,
 }
@@ -127,6 +168,7 @@ type statusOptions struct {
 	top, steps    int
 	width         int
 	serve         string
+	tenant, plan  string
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -139,7 +181,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer e.close()
-	w, err := newWatcher(e, pos, o.top, o.steps)
+	var w *watcher
+	if o.tenant != "" {
+		w, err = tenantWatcher(e, pos, o)
+	} else {
+		w, err = newWatcher(e, pos, o.top, o.steps)
+	}
 	if err != nil {
 		return err
 	}
@@ -170,6 +217,8 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 	fs.IntVar(&o.steps, "scan-steps", 0, "SCAN calls per master per refresh (COUNT 500 each); 0 means 100, or 10 with --watch or --serve")
 	fs.IntVar(&o.width, "width", 0, "`columns` the table fits in, at least 20; 0 means $COLUMNS, or 100")
 	fs.StringVar(&o.serve, "serve", "", "serve a live status page on `ADDR` (\":8080\" is loopback only) until interrupted")
+	fs.StringVar(&o.tenant, "tenant", "", "show one `BUSINESS`'s plan and state on every provider scoped per business (or PROVIDER)")
+	fs.StringVar(&o.plan, "plan", "", "with --tenant: read its state at the figures of plan `NAME`")
 	pos, err := parse(statusCmd, fs, args, stdout, stderr)
 	if err != nil {
 		return nil, nil, err
@@ -185,6 +234,10 @@ func parseStatusFlags(args []string, stdout, stderr io.Writer) (*statusOptions, 
 		return nil, nil, usagef("--width %d: want at least %d columns (or 0 for $COLUMNS)", o.width, minWidth)
 	case o.serve != "" && (o.watch || o.asJSON):
 		return nil, nil, usagef("--serve shows its own page: it takes neither --watch nor --json")
+	case o.plan != "" && o.tenant == "":
+		return nil, nil, usagef("--plan %q names the plan of the --tenant business: give --tenant too", o.plan)
+	case isSet(fs, "tenant") && o.tenant == "":
+		return nil, nil, usagef("--tenant: empty business")
 	}
 	if o.serve != "" {
 		addr, err := serveAddr(o.serve)

@@ -16,7 +16,8 @@ var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google
 
 // TestStatusPageInBrowser loads the status page in a headless Chromium
 // and checks the DOM its script built from the JSON it fetched: bars of
-// what is left, a pause, a lease, read from a real Redis. make browsertest
+// what is left, a pause with its reason, a lease, recent refusals, read
+// from a real Redis. make browsertest
 // runs it (it installs chromium when missing); without a browser it fails
 // under CI and is skipped elsewhere.
 func TestStatusPageInBrowser(t *testing.T) {
@@ -39,7 +40,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	f.reserve(t, "https://api.models.test/v1/chat", "")
 	f.reserve(t, "https://api.tenants.test/x", "busy")
-	mustCLI(t, f.args("pause", "tenants/busy", "--for", "10m")...)
+	mustCLI(t, f.args("pause", "tenants/busy", "--for", "10m", "--reason", "runaway <b>import</b>")...)
+	noteRefusals(t, f, "acme", "daily", 7)
 	_, srv := pageServer(t, f)
 
 	// A loaded machine may take its time to start a browser; the page
@@ -66,6 +68,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 		// The tenant's pause (for 10 minutes: its limit's state may be
 		// gone by the time a loaded machine has started the browser).
 		`<div class="pause" data-paused="tenants/busy">paused: tenants/busy (the tenant's requests) until `,
+		// Its reason, as text: the markup in it is escaped, not obeyed.
+		`: runaway &lt;b&gt;import&lt;/b&gt; (set `,
+		// The fleet's recent refusals.
+		`<div class="refusal recent" data-provider="acme" data-limit="daily" data-last5m="7">acme · daily: 7 in the last 5 min, 7 in the last hour; latest `,
 		`scan complete`,
 	} {
 		if !bytes.Contains(dom, []byte(want)) {

@@ -17,6 +17,10 @@ type view struct {
 	ScanComplete bool           `json:"scan_complete"`
 	Error        string         `json:"error,omitempty"`
 	Providers    []providerView `json:"providers"`
+	Pauses       []pauseView    `json:"pauses"`   // status_notes.go
+	Refusals     []refusalView  `json:"refusals"` // status_notes.go
+	// RefusalsError says why Refusals could not be read.
+	RefusalsError string `json:"refusals_error,omitempty"`
 }
 
 // providerView is one provider's part of a view: its own rows, then its
@@ -28,10 +32,11 @@ type providerView struct {
 	// AllPausedUntil: the provider's pause of every tenant ("throttle
 	// pause PROVIDER" with keys per tenant), apart from its own pause of
 	// the requests without a tenant value.
-	AllPausedUntil *time.Time `json:"all_paused_until,omitempty"`
-	ScopesKnown    int        `json:"scopes_known"`
-	ScopesShown    int        `json:"scopes_shown"`
-	Rows           []row      `json:"rows"`
+	AllPausedUntil *time.Time  `json:"all_paused_until,omitempty"`
+	ScopesKnown    int         `json:"scopes_known"`
+	ScopesShown    int         `json:"scopes_shown"`
+	Tenant         *tenantView `json:"tenant,omitempty"`
+	Rows           []row       `json:"rows"`
 }
 
 // row is one limit's state for one scope value (the schema is in the
@@ -52,6 +57,7 @@ type row struct {
 	NextExpiryMS int64      `json:"next_expiry_ms"`
 	ResetAfterMS int64      `json:"reset_after_ms"`
 	PausedUntil  *time.Time `json:"paused_until"`
+	Plan         string     `json:"plan,omitempty"`
 	Key          string     `json:"key"`
 	Exists       bool       `json:"exists"`
 }
@@ -66,6 +72,11 @@ type watcher struct {
 	fixed string // PROVIDER/SCOPE: the one scope value shown
 	top   int
 	steps int
+	// business: fixed is a business (--tenant), shown on the limits
+	// scoped per business alone; plans: the tenants' plans (built when
+	// first needed).
+	business bool
+	plans    *statusPlans
 
 	scan     *redisstore.KeyScan
 	scoped   []*providers.Provider // those of provs with a scoped limit
@@ -133,6 +144,7 @@ type group struct {
 	p     *providers.Provider
 	part  string // "" for the provider's own group
 	lims  []*providers.Limit
+	plan  *providers.Plan // a tenant's plan, whose figures lims have
 	req   quota.Request
 	snap  redisstore.Snapshot
 	score float64 // lowest share of capacity remaining
@@ -166,6 +178,9 @@ func (w *watcher) refresh(ctx context.Context) (*view, error) {
 		}
 	}
 	v.Now = v.Now.UTC()
+	if err := w.annotate(ctx, v, groups); err != nil {
+		return nil, err
+	}
 	for _, p := range w.provs {
 		// groups holds each provider's own group, then its tenants'.
 		n := 1
@@ -210,6 +225,9 @@ func (w *watcher) parts(p *providers.Provider) []string {
 			break
 		}
 	}
+	if w.business {
+		s = providers.Scope{Kind: providers.ScopeBusiness}
+	}
 	if part := scopePart(s, w.fixed); part != "" {
 		return []string{part}
 	}
@@ -229,6 +247,13 @@ func (w *watcher) providerView(p *providers.Provider, base *group, tenants []*gr
 		pv.TenantScope = s.String()
 	}
 	pv.Rows = base.rows(laterOf(own, all))
+	if w.business && len(tenants) == 1 {
+		pl, from := w.planOf(p, tenants[0].part)
+		pv.Tenant = &tenantView{Business: w.fixed, From: from}
+		if pl != nil {
+			pv.Tenant.Plan = pl.Name
+		}
+	}
 	var live []*group
 	for _, g := range tenants {
 		idle := !g.snap.PausedUntil.After(g.snap.Now)
@@ -271,6 +296,7 @@ func (w *watcher) baseGroup(p *providers.Provider) *group {
 	if _, all := p.AllPauseKey(); all != pause { // Pauses[1]: the pause of every tenant
 		g.req.Pauses = append(g.req.Pauses, all)
 	}
+	g.plan = p.DefaultPlan() // a request without a business is on it
 	for _, l := range allLimits(p) {
 		if l.lim.Scope.Kind != providers.ScopeProvider && l.lim.Missing != providers.Shared {
 			continue
@@ -279,8 +305,9 @@ func (w *watcher) baseGroup(p *providers.Provider) *group {
 		if t != tag {
 			continue // cannot happen: a value-less request is tagged by the provider
 		}
-		g.lims = append(g.lims, l.lim)
-		g.req.Items = append(g.req.Items, quota.Item{Limit: l.lim.Quota, Key: k})
+		lim := g.plan.Override(l.lim)
+		g.lims = append(g.lims, lim)
+		g.req.Items = append(g.req.Items, quota.Item{Limit: lim.Quota, Key: k})
 	}
 	return g
 }
@@ -293,14 +320,17 @@ func (w *watcher) tenantGroup(p *providers.Provider, part string) *group {
 		tag, pause := p.PauseKey(part)
 		g.req = quota.Request{Tag: tag, Pauses: []string{pause}}
 	}
+	g.plan, _ = w.planOf(p, part)
 	for _, l := range allLimits(p) {
-		if l.lim.Scope.Kind == providers.ScopeProvider || !applies(l.lim, part) {
+		if l.lim.Scope.Kind == providers.ScopeProvider || !applies(l.lim, part) ||
+			w.business && l.lim.Scope.Kind != providers.ScopeBusiness {
 			continue
 		}
 		tag, k := p.StateKey(l.lim, part)
+		lim := g.plan.Override(l.lim) // the same key, the plan's figures
 		g.req.Tag = tag
-		g.lims = append(g.lims, l.lim)
-		g.req.Items = append(g.req.Items, quota.Item{Limit: l.lim.Quota, Key: k})
+		g.lims = append(g.lims, lim)
+		g.req.Items = append(g.req.Items, quota.Item{Limit: lim.Quota, Key: k})
 	}
 	if len(g.req.Items) == 0 {
 		return nil
@@ -347,6 +377,9 @@ func (g *group) rows(pause time.Time) []row {
 		}
 		if pause.After(g.snap.Now) {
 			r.PausedUntil = timePtr(pause)
+		}
+		if g.plan != nil && lim.Scope.Kind == providers.ScopeBusiness {
+			r.Plan = g.plan.Name
 		}
 		if s := float64(it.Remaining) / float64(q.Capacity()); s < g.score {
 			g.score = s

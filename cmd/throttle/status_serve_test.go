@@ -79,6 +79,8 @@ func TestStatusPage(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		f.reserve(t, "https://api.acme.test/x", "")
 	}
+	mustCLI(t, f.args("pause", "acme", "--for", "10m", "--reason", "vendor incident")...)
+	noteRefusals(t, f, "acme", "daily", 4)
 	page, srv := pageServer(t, f)
 
 	resp, body := get(t, srv.URL+"/", "")
@@ -106,6 +108,15 @@ func TestStatusPage(t *testing.T) {
 	}
 	if r := findRow(t, v, "mixed", "global", ""); r.Published != "100/s" || r.Effective != "50/s" || r.Exists {
 		t.Errorf("mixed global in /status.json: %+v, want published 100/s, effective 50/s at 50%% headroom, no state", r)
+	}
+	if len(v.Pauses) != 1 || v.Pauses[0].Provider != "acme" || v.Pauses[0].Holds != holdsEvery ||
+		!strings.HasPrefix(v.Pauses[0].Reason, "throttle pause") || !strings.HasSuffix(v.Pauses[0].Reason, ": vendor incident") ||
+		v.Pauses[0].SetAt == nil || v.Pauses[0].Until.Sub(*v.Pauses[0].SetAt) != 10*time.Minute {
+		t.Errorf("pauses in /status.json: %+v, want acme's, set for 10m with its reason", v.Pauses)
+	}
+	if len(v.Refusals) != 1 || v.Refusals[0].Provider != "acme" || v.Refusals[0].Limit != "daily" ||
+		v.Refusals[0].Last5Min != 4 || v.Refusals[0].LastHour != 4 || v.Refusals[0].RetryAfterMS != 3000 || v.Refusals[0].Last == nil {
+		t.Errorf("refusals in /status.json: %+v, want acme's daily, 4, told 3s", v.Refusals)
 	}
 
 	for _, m := range []string{"POST", "DELETE"} {
@@ -155,5 +166,21 @@ func TestStatusServe(t *testing.T) {
 		if code, _, errOut := cli(context.Background(), f.args(args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
 		}
+	}
+}
+
+// noteRefusals records n refusals of provider's limit in f's Redis, as a
+// process of the fleet does (redisstore.RefusalLog).
+func noteRefusals(t *testing.T, f *fixture, provider, limit string, n int) {
+	t.Helper()
+	log, err := f.store.NewRefusalLog(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		log.NoteRefusal(provider, limit, 3*time.Second)
+	}
+	if err := log.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -22,6 +22,12 @@ func renderJSON(w io.Writer, v *view) error {
 			v.Providers[i].Rows = []row{}
 		}
 	}
+	if v.Pauses == nil {
+		v.Pauses = []pauseView{}
+	}
+	if v.Refusals == nil {
+		v.Refusals = []refusalView{}
+	}
 	return json.NewEncoder(w).Encode(v)
 }
 
@@ -49,8 +55,8 @@ var tableColumns = columns{cut: map[int]int{2: 12, 7: 16}, whole: map[int]bool{5
 // comfortable is the width a column keeps while others can still narrow.
 const comfortable = 20
 
-// pauseColumns: a tenant's scope value may be cut.
-var pauseColumns = columns{cut: map[int]int{0: 12}}
+// pauseColumns: a tenant's scope value and the reason may be cut.
+var pauseColumns = columns{cut: map[int]int{0: 12, 3: 16}}
 
 // renderTable writes v as a table in width columns: the limits with state
 // (every limit with all), the pauses in force, and what was left out.
@@ -66,6 +72,9 @@ func renderTable(w io.Writer, v *view, all bool, width int) error {
 		scan = "scan in progress: more scope values may exist"
 	}
 	wrapTo(&b, fmt.Sprintf("redis time %s, prefix %q, %s", v.Now.Format(time.RFC3339Nano), v.Prefix, scan), width, "")
+	for _, l := range tenantLines(v) {
+		wrapTo(&b, l, width, "  ")
+	}
 	cells, idle := tableCells(v, all)
 	if len(cells) > 1 {
 		b.WriteByte('\n')
@@ -75,12 +84,19 @@ func renderTable(w io.Writer, v *view, all bool, width int) error {
 		b.WriteByte('\n')
 		layout(&b, pauses, width, pauseColumns)
 	}
+	if refused := refusalRows(v); len(refused) > 1 {
+		b.WriteByte('\n')
+		layout(&b, refused, width, columns{})
+	}
 	var notes []string
 	switch {
 	case len(cells) == 1:
 		notes = append(notes, fmt.Sprintf("No limit has state in Redis: all %d are full (--all lists them).", idle))
 	case idle > 0:
 		notes = append(notes, fmt.Sprintf("%d limits without state in Redis, all full, are not shown (--all lists them).", idle))
+	}
+	if n := refusalNote(v); n != "" {
+		notes = append(notes, n)
 	}
 	for _, p := range v.Providers {
 		if p.ScopesShown < p.ScopesKnown {
@@ -141,6 +157,9 @@ func refill(r row) string {
 // them), debt, a pause.
 func rowNotes(r row) string {
 	var n []string
+	if r.Plan != "" {
+		n = append(n, "plan "+r.Plan)
+	}
 	if r.Kind == quota.Concurrency.String() && r.Used > 0 {
 		n = append(n, fmt.Sprintf("%d lease%s held, soonest expires in %s",
 			r.Used, plural(int(r.Used)), humanDuration(time.Duration(r.NextExpiryMS)*time.Millisecond)))
@@ -157,38 +176,21 @@ func rowNotes(r row) string {
 	return strings.Join(n, ", ")
 }
 
-// pauseRows lists the pauses in force, headings first: per provider its
-// pause of every tenant, its own pause, then its tenants'. For a provider
-// tagged per tenant the provider's own pause (a vendor's throttle of a
-// request without a tenant value) holds only the requests without a
-// tenant; "throttle pause PROVIDER" holds them all; each tenant also
-// reads its own.
+// pauseRows lists the pauses in force (view.Pauses), headings first: per
+// provider its pause of every tenant, its own pause, then its tenants'.
+// For a provider tagged per tenant the provider's own pause (a vendor's
+// throttle of a request without a tenant value) holds only the requests
+// without a tenant; "throttle pause PROVIDER" holds them all; each tenant
+// also reads its own. REASON is what the pause recorded of itself.
 func pauseRows(v *view) [][]string {
-	rows := [][]string{{"PAUSED", "HOLDS", "UNTIL"}}
-	until := func(t time.Time) string {
-		return fmt.Sprintf("%s (in %s)", t.Format(time.RFC3339), humanDuration(t.Sub(v.Now)))
-	}
-	for _, p := range v.Providers {
-		if p.AllPausedUntil != nil {
-			rows = append(rows, []string{p.Name, "every request, all tenants", until(*p.AllPausedUntil)})
+	rows := [][]string{{"PAUSED", "HOLDS", "UNTIL", "REASON"}}
+	for _, p := range v.Pauses {
+		who := p.Provider
+		if p.Tenant != "" {
+			who += "/" + p.Tenant
 		}
-		if p.PausedUntil != nil {
-			holds := "every request"
-			if p.TenantScope != "" {
-				holds = "requests without a tenant"
-			}
-			rows = append(rows, []string{p.Name, holds, until(*p.PausedUntil)})
-		}
-		if p.TenantScope == "" {
-			continue // its rows show the provider's pause
-		}
-		seen := map[string]bool{}
-		for _, r := range p.Rows {
-			if r.Value != "" && r.PausedUntil != nil && !seen[r.Value] {
-				seen[r.Value] = true
-				rows = append(rows, []string{p.Name + "/" + r.Value, "the tenant's requests", until(*r.PausedUntil)})
-			}
-		}
+		until := fmt.Sprintf("%s (in %s)", p.Until.Format(time.RFC3339), humanDuration(p.Until.Sub(v.Now)))
+		rows = append(rows, []string{who, p.Holds, until, p.Reason})
 	}
 	return rows
 }

@@ -113,6 +113,7 @@ func TestCount(t *testing.T) {
 func sampleView() *view {
 	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	pause := now.Add(4*time.Minute + 5*time.Second)
+	refused := now.Add(-4 * time.Second)
 	return &view{Now: now, Prefix: "throttle:", ScanComplete: true, Providers: []providerView{
 		{Name: "acme", Rows: []row{
 			{Limit: "daily", Kind: "window", Scope: "provider", Published: "250,000/day", Effective: "237,500/day",
@@ -131,6 +132,13 @@ func sampleView() *view {
 			{Limit: "quota", Kind: "gcra", Scope: "business", Value: "a-rather-long-business-name-of-a-tenant",
 				Published: "5/min", Effective: "5/min", Capacity: 5, Used: 4, Remaining: 1, ResetAfterMS: 48000, Exists: true, PausedUntil: &pause},
 		}},
+	}, Pauses: []pauseView{
+		{Provider: "tenants", Holds: holdsNoTenant, Until: pause, SetAt: &now, Reason: "429 from api.tenants.test, Retry-After 4m5s"},
+		{Provider: "tenants", Tenant: "a-rather-long-business-name-of-a-tenant", Holds: holdsTenant, Until: pause, SetAt: &now,
+			Reason: "throttle pause by ops@bastion: the tenant's runaway import, ticket 4242"},
+	}, Refusals: []refusalView{
+		{Provider: "tenants", Limit: "quota", Last5Min: 37, LastHour: 1204, Last: &refused, RetryAfterMS: 12000},
+		{Provider: "acme", Limit: "pause", Last5Min: 0, LastHour: 3},
 	}}
 }
 
@@ -185,6 +193,14 @@ func TestStatusEmptyRedisIsShort(t *testing.T) {
 func steady(v *view) {
 	v.Now = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	later := v.Now.Add(10 * time.Minute)
+	for i := range v.Pauses {
+		p := &v.Pauses[i]
+		p.Until = later
+		if p.SetAt != nil {
+			p.SetAt = &v.Now
+		}
+		p.Reason = regexp.MustCompile(`^throttle pause by [^:]*`).ReplaceAllString(p.Reason, "throttle pause by ops@bastion")
+	}
 	for i := range v.Providers {
 		p := &v.Providers[i]
 		if p.PausedUntil != nil {
@@ -230,7 +246,7 @@ func TestStatusTableFromRedis(t *testing.T) {
 	if r, err := f.store.Reserve(context.Background(), &res.Request); err != nil || !r.Allowed {
 		t.Fatalf("models reservation: %v", err)
 	}
-	mustCLI(t, f.args("pause", "tenants/busy", "--for", "10m")...)
+	mustCLI(t, f.args("pause", "tenants/busy", "--for", "10m", "--reason", "runaway import")...)
 	v := f.status(t)
 	steady(&v)
 	// mixed's global limit (50/s) refills within 20ms of the search: whether

@@ -31,7 +31,15 @@ printed to stdout: per provider its hosts, behaviour and keys (one hash tag,
 or one per tenant), and per limit the route that adds it, the limit in the
 short form with headroom applied (the numbers the store enforces), its
 scope, what happens without a scope value and the values it is restricted
-to. ${VAR} references are read from the environment.
+to; then its plans, each with its weight and the figures it gives its
+businesses; and how many businesses the tenants map puts on each plan;
+then the provider's priority classes and each limit's class reserves
+(a GCRA limit's lanes, what a window, rolling or concurrency limit holds
+for each class) and pacing. A plan that changes an unknown or
+provider-wide limit, or a limit's kind, window or period, and a tenant or
+default_plan naming a plan no provider defines, are problems. ${VAR}
+references are read from the
+environment.
 
 With --against OLD, validate loads both and, instead of the table, lists
 per provider what switching the fleet from OLD to FILE does to the state in
@@ -40,8 +48,12 @@ Redis: a provider removed or renamed; its keys moved to other hash tags
 them; a limit removed, renamed or rescoped (its keys change); a limit
 turned from GCRA into a window or back (its state cannot be read); a
 window's unit, reset time or time zone changed (the current count is
-forgotten); and, without moving anything, limits and providers added. The
-exit code is 4 when anything would move or be forgotten, 0 otherwise.
+forgotten); a GCRA limit's class lanes added, removed or changed in
+number (a new upper lane starts full, a dropped one is forgotten; the
+bottom lane keeps the limit's key); and, without moving anything, limits
+and providers added and changes of priority classes, reserves and pace
+(a class removed refuses the requests that still name it). The exit
+code is 4 when anything would move or be forgotten, 0 otherwise.
 `,
 }
 
@@ -150,6 +162,7 @@ func warnConfig(w io.Writer, cfg *providers.Config) {
 func printConfig(w io.Writer, cfg *providers.Config) {
 	ps := cfg.Providers()
 	fmt.Fprintf(w, "%s: valid, %d provider%s\n", cfg.Name(), len(ps), plural(len(ps)))
+	printTenants(w, cfg)
 	for _, p := range ps {
 		fmt.Fprintf(w, "\n%s\n", p.Name)
 		fmt.Fprintf(w, "  hosts: %s\n", strings.Join(p.Hosts, ", "))
@@ -197,7 +210,9 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", route, l.lim.Quota.Name, spec(l.lim.Quota), l.lim.Scope, missing, only, cost)
 		}
 		_ = tw.Flush()
+		printPlans(w, p)
 		printLearning(w, p)
+		printPriority(w, p)
 		for i := range p.Routes {
 			if r := &p.Routes[i]; r.Sync != nil {
 				fmt.Fprintf(w, "  route %s sync: %s\n", routeString(r), syncString(r.Sync))

@@ -20,13 +20,19 @@
 // The per-request values come from headers, stripped before forwarding
 // with every other Throttle-* header: Throttle-Business, Throttle-Label
 // (name=value, comma-separated), Throttle-Cost, Throttle-Limit-Cost
-// (limit=n, comma-separated) and Throttle-Max-Wait, which can only
-// shorten the provider's max_wait. A value that does not parse, an
-// unknown Throttle-* header, one given twice, or a Throttle-Limit-Cost
-// name that is not a limit of the request's stack is a 400. The headers
+// (limit=n, comma-separated), Throttle-Max-Wait, which can only
+// shorten the provider's max_wait, and Throttle-Priority, the request's
+// priority class. A value that does not parse, an unknown Throttle-*
+// header, one given twice, a Throttle-Limit-Cost name that is not a
+// limit of the request's stack, or a Throttle-Priority class that the
+// provider does not declare is a 400 (a provider without classes
+// ignores the class, as the library does). The headers
 // are the client's assertions: a cost header can raise a configured cost
 // but not lower it (unless Options.LowerCosts), and Options.Business
-// binds every request to one business.
+// binds every request to one business. No header names a plan: the
+// business's plan comes from the registry's configuration (its tenants
+// map, else the provider's default_plan), so a client cannot raise its
+// own figures.
 //
 // # Answers of its own
 //

@@ -32,6 +32,9 @@ const (
 	// "200ms") or seconds ("1.5"); it can only shorten the provider's
 	// max_wait (throttle.WithMaxWait).
 	headerMaxWait = "Throttle-Max-Wait"
+	// headerPriority names the request's priority class, one of its
+	// provider's classes (throttle.WithPriority).
+	headerPriority = "Throttle-Priority"
 	// HeaderError is set on every answer the proxy makes itself instead of
 	// forwarding the vendor's, to the "error" code of its JSON body:
 	// "limited" on a refusal's 429, never on a vendor's own 429.
@@ -57,6 +60,7 @@ type values struct {
 	hasMaxWait bool
 	labels     []pair
 	limitCosts []pair
+	priority   string
 }
 
 type pair struct {
@@ -95,9 +99,14 @@ func parseHeaders(h http.Header) (*values, error) {
 			v.labels, err = pairs(name, vals, false)
 		case headerLimitCost:
 			v.limitCosts, err = pairs(name, vals, true)
+		case headerPriority:
+			v.priority, err = single(name, vals)
+			if err == nil {
+				err = checkValue(name, v.priority)
+			}
 		default:
-			err = fmt.Errorf("%w: unknown header %s (known: %s, %s, %s, %s, %s)", errHeader, quote(name),
-				headerBusiness, headerLabel, headerCost, headerLimitCost, headerMaxWait)
+			err = fmt.Errorf("%w: unknown header %s (known: %s, %s, %s, %s, %s, %s)", errHeader, quote(name),
+				headerBusiness, headerLabel, headerCost, headerLimitCost, headerMaxWait, headerPriority)
 		}
 		if err != nil {
 			return nil, err
@@ -124,6 +133,9 @@ func (v *values) apply(ctx context.Context, limit time.Duration) context.Context
 	if v.hasMaxWait {
 		ctx = throttle.WithMaxWait(ctx, min(v.maxWait, limit))
 	}
+	if v.priority != "" {
+		ctx = throttle.WithPriority(ctx, v.priority)
+	}
 	return ctx
 }
 
@@ -141,10 +153,18 @@ type trust struct {
 // fit checks v against the request's stack and the operator's trust:
 // Throttle-Limit-Cost must name limits of the stack, a misspelt one being
 // a silent miscount otherwise; a Throttle-Business other than a bound
-// business is refused; and, unless costs may be lowered, a cost below the
+// business is refused; a Throttle-Priority must name one of the
+// provider's classes (a provider without classes ignores it, as the
+// library does); and, unless costs may be lowered, a cost below the
 // configured one is raised to it, so that a client can ask to count more
 // than the route says, never less.
 func (v *values) fit(res providers.Resolution, tr trust) error {
+	if pr := res.Provider.Priority; v.priority != "" && pr != nil {
+		if _, ok := pr.Index(v.priority); !ok {
+			return fmt.Errorf("%w: %s %s: provider %s has no such priority class (its classes: %s)",
+				errHeader, headerPriority, quote(v.priority), res.Provider.Name, strings.Join(pr.Classes, ", "))
+		}
+	}
 	if tr.business != "" {
 		if v.business != "" && v.business != tr.business {
 			return fmt.Errorf("%w: %s %s: this proxy counts every request for business %s (--business); a client cannot change it",

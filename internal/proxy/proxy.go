@@ -569,7 +569,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			"the quota store is unavailable and the provider fails closed", nil)
 	case errors.Is(err, providers.ErrMissingScope):
 		p.fail(w, r, prov, http.StatusBadRequest, codeMissingScope, trimPrefix(err), nil)
-	case errors.Is(err, quota.ErrInvalid):
+	case errors.Is(err, quota.ErrInvalid), errors.Is(err, providers.ErrUnknownClass):
 		p.fail(w, r, prov, http.StatusBadRequest, codeBadRequest, trimPrefix(err), nil)
 	case isTimeout(err):
 		p.fail(w, r, prov, http.StatusGatewayTimeout, codeUpstreamTimeout, "the vendor did not answer in time", nil)

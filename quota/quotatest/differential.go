@@ -14,9 +14,25 @@ import (
 
 // templates are the limits random stacks are drawn from: bursts of 1 and
 // more, intervals that do not divide evenly, windows of every unit (in
-// zones with and without daylight saving), and rolling windows whose
-// buckets do and do not divide the period evenly.
+// zones with and without daylight saving), rolling windows whose
+// buckets do and do not divide the period evenly, and limits with
+// priority classes (GCRA lanes, held windows, rolling windows and lease
+// caps, paced windows with and without a pace reserve).
 func templates() []*quota.Limit {
+	lanes := gcra("lanes", 10, time.Second, 0)
+	lanes.Reserve = []int64{2000, 3000} // lanes of 2, 3 and 5 per second
+	odd := gcra("lanes-odd", 7, 10*time.Second, 4)
+	odd.Reserve = []int64{3000} // 2 per 10s burst 1, 5 per 10s burst 3
+	held := window("hourly-held", 12, quota.Hour, 0, time.UTC)
+	held.Reserve, held.ActiveFor = []int64{2500, 2500}, 2*time.Second
+	paced := window("hourly-paced", 12, quota.Hour, 15*time.Minute, time.UTC)
+	paced.Pace, paced.PaceReserve, paced.Reserve = true, 2500, []int64{0, 0}
+	daily := window("daily-paced", 40, quota.Day, 0, la)
+	daily.Pace = true
+	roll := rolling("rolling-held", 4, 3*time.Second)
+	roll.Reserve, roll.ActiveFor = []int64{2500}, time.Second
+	streams := concurrent("streams-held", 3, 5*time.Second)
+	streams.Reserve, streams.ActiveFor = []int64{3400}, 3*time.Second
 	return []*quota.Limit{
 		gcra("peak", 10, time.Second, 0),
 		gcra("one", 1, time.Second, 1),
@@ -28,6 +44,7 @@ func templates() []*quota.Limit {
 		rolling("rolling", 4, 3*time.Second+7*time.Microsecond),
 		rolling("rolling-hour", 20, time.Hour),
 		concurrent("streams", 3, 5*time.Second),
+		lanes, odd, held, paced, daily, roll, streams,
 	}
 }
 
@@ -61,6 +78,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 	tags := []string{"p", "q"}
 	where := func(n int) string { return fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now()) }
 	cancel := func(n int, h held) {
+		if h.model.used != nil {
+			return // settled: the request went (a response came), so nothing is cancelled
+		}
 		model.Cancel(h.model, clock.Now())
 		for i, r := range h.store {
 			if err := r.Cancel(ctx); err != nil {
@@ -125,6 +145,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		case op >= 25 && len(admitted) > 0: // settle with random actual costs
 			j := rng.IntN(len(admitted))
 			h := admitted[j]
+			if clock.Now().UnixMicro() < h.model.slot {
+				break // a response comes only after the request went, at its slot
+			}
 			admitted = slices.Delete(admitted, j, j+1)
 			actual := make([]int64, len(h.model.req.Items))
 			for i := range actual {
@@ -225,7 +248,26 @@ func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Req
 		req.Items = append(req.Items, it)
 	}
 	req.Cost = 1 + rng.Int64N(min(capacity, 3))
-	if rng.IntN(4) == 0 { // slots taken ahead: GCRA limits charged with a lead
+	classes := 0 // the fewest classes of the limits that have some
+	for _, it := range req.Items {
+		if n := it.Limit.Classes(); n > 0 && (classes == 0 || n < classes) {
+			classes = n
+		}
+	}
+	if classes > 0 {
+		req.Class = rng.IntN(classes)
+	}
+	if req.Validate() != nil { // a cost above every lane the class may use
+		req.Cost = 1
+		for i := range req.Items {
+			req.Items[i].Cost = 0
+		}
+	}
+	laned := false // a GCRA limit with classes refuses a lead
+	for _, it := range req.Items {
+		laned = laned || (it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil)
+	}
+	if !laned && rng.IntN(4) == 0 { // slots taken ahead: GCRA limits charged with a lead
 		req.Lead = time.Duration(rng.Int64N(3_000_000)) * time.Microsecond
 	}
 	return req
@@ -250,7 +292,7 @@ func compare(got *quota.Reservation, want *ModelReservation) string {
 }
 
 func describe(req *quota.Request) string {
-	s := fmt.Sprintf("tag %s cost %d max wait %v lead %v [", req.Tag, req.Cost, req.MaxWait, req.Lead)
+	s := fmt.Sprintf("tag %s class %d cost %d max wait %v lead %v [", req.Tag, req.Class, req.Cost, req.MaxWait, req.Lead)
 	for i, it := range req.Items {
 		if i > 0 {
 			s += " "

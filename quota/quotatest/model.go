@@ -28,6 +28,14 @@ import (
 // present. It keeps no TTLs and is not safe for
 // concurrent use. Differential compares stores against it, and Check
 // verifies that what it admitted never exceeds a limit.
+//
+// Priority classes and pacing (package quota's doc, "Priority classes"
+// and "Pacing") are the design's predicates, not the stores' earliest
+// times: a GCRA limit with classes is a set of lanes, each a GCRA key of
+// the model's own, and admits at a time when any lane the class may use
+// does, charging the lowest; a held limit reads a log of the admissions
+// per key and class; a paced window admits x events by a time when its
+// line (for the class, at that time) has reached x.
 type Model struct {
 	gcra  map[string]*charges
 	count map[string]map[int64]int64
@@ -37,6 +45,16 @@ type Model struct {
 	leases map[string][]*lease
 	// admitted is every reservation admitted, for Check.
 	admitted []*ModelReservation
+	// seen is, per key of a held limit with classes, every admission
+	// of a class above the bottom: the activity log.
+	seen map[string][]admission
+}
+
+// admission is one admitted request of a class on a key, at the
+// decision's now.
+type admission struct {
+	class int
+	at    int64
 }
 
 // charges is the state of a GCRA key: the reservations charged to it, in
@@ -73,7 +91,8 @@ type lease struct{ taken, ended, rate int64 }
 // NewModel returns an empty Model.
 func NewModel() *Model {
 	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{},
-		log: map[string][]*event{}, pause: map[string]int64{}, leases: map[string][]*lease{}}
+		log: map[string][]*event{}, pause: map[string]int64{}, leases: map[string][]*lease{},
+		seen: map[string][]admission{}}
 }
 
 // held returns the leases of key k that hold at now, and the soonest and
@@ -103,6 +122,7 @@ type ModelReservation struct {
 	starts  []int64   // per item: the window start charged
 	events  []*event  // per item: the rolling window's event, else nil
 	leases  []*lease  // per item: the lease taken, nil but for Concurrency
+	lanes   []int     // per item: the lane charged, for a GCRA limit with classes
 	// used is, per item once settled, the cost Check counts: the actual
 	// cost when it is below the estimate (an excess is a debt, beyond
 	// what the limit admits by design); nil before Settle.
@@ -149,12 +169,122 @@ func bounds(cal quota.Calendar, t int64) (int64, int64) {
 // most quota.PauseDrain. 0 when there was no pause or the item is a
 // window.
 func floor(req *quota.Request, i int, paused int64) int64 {
-	l := req.Items[i].Limit
+	return floorOf(req.Items[i].Limit, req.CostOf(i), paused)
+}
+
+// floorOf is floor for GCRA limit l (a lane, for a limit with classes:
+// each lane is drained as a bucket of its own) and a request of cost
+// cost.
+func floorOf(l *quota.Limit, cost, paused int64) int64 {
 	if paused == 0 || l.Kind != quota.GCRA {
 		return 0
 	}
 	drained := min(l.Tolerance(), quota.PauseDrain.Microseconds())
-	return paused + drained - req.CostOf(i)*l.Interval()
+	return paused + drained - cost*l.Interval()
+}
+
+// classOf is the class req has in limit l: its Class when l has classes,
+// else 0.
+func classOf(req *quota.Request, l *quota.Limit) int {
+	if l.Reserve == nil {
+		return 0
+	}
+	return req.Class
+}
+
+// laneKey is the model's key of lane k of the GCRA limit with classes
+// whose key is k: the bottom lane is the limit's own key.
+func laneKey(k string, lane int, l *quota.Limit) string {
+	if lane == len(l.Reserve) {
+		return k
+	}
+	return fmt.Sprintf("%s\x00lane%d", k, lane)
+}
+
+// gcraKey is the model's key of what reservation r charged in GCRA item
+// i: its lane's, for a limit with classes.
+func (r *ModelReservation) gcraKey(i int) string {
+	k := keyOf(r.req.Tag, r.req.Items[i].Key)
+	if l := r.req.Items[i].Limit; l.Reserve != nil {
+		return laneKey(k, r.lanes[i], l)
+	}
+	return k
+}
+
+// laneTat is the tat of lane k of GCRA item i as a decision at now with
+// a pause until paused sees it.
+func (m *Model) laneTat(req *quota.Request, i, k int, now, paused int64) int64 {
+	l := req.Items[i].Limit
+	ln := l.Lanes()[k]
+	return max(m.tat(laneKey(keyOf(req.Tag, req.Items[i].Key), k, l)), now, floorOf(&ln, req.CostOf(i), paused))
+}
+
+// laneAdmits returns the lowest lane of GCRA item i (a limit with
+// classes) that admits req at t, or -1: a lane of the request's class or
+// below by the GCRA rule; a lane above only while it is full at now, for
+// a slot at most one interval of the whole limit after now.
+func (m *Model) laneAdmits(req *quota.Request, i int, t, now, paused int64) int {
+	l := req.Items[i].Limit
+	cost := req.CostOf(i)
+	lanes := l.Lanes()
+	for k := len(lanes) - 1; k >= 0; k-- {
+		ln := &lanes[k]
+		if cost > ln.Burst {
+			continue
+		}
+		tat := m.laneTat(req, i, k, now, paused)
+		if k >= req.Class && t >= tat+cost*ln.Interval()-ln.Tolerance() {
+			return k
+		}
+		if k < req.Class && tat == now && t <= now+l.Interval() {
+			return k
+		}
+	}
+	return -1
+}
+
+// hold is what the classes above req's keep from it in held item i: the
+// Hold of every class with an admission on the key within the limit's
+// ActiveSpan before now.
+func (m *Model) hold(req *quota.Request, i int, now int64) int64 {
+	l := req.Items[i].Limit
+	if l.Reserve == nil || l.Kind == quota.GCRA {
+		return 0
+	}
+	var h int64
+	for k := 0; k < req.Class; k++ {
+		for _, a := range m.seen[keyOf(req.Tag, req.Items[i].Key)] {
+			if a.class == k && a.at+l.ActiveSpan().Microseconds() > now {
+				h += l.Hold(k)
+				break
+			}
+		}
+	}
+	return h
+}
+
+// paceLine is when paced window [s, e) lets its count reach x at the
+// rate rl, computed as every store must: in float64, in this order.
+func paceLine(s, e, rl, x int64) int64 {
+	d := e - s
+	return s - quota.PaceLead(d) + int64(math.Ceil(float64(x)*(float64(d)/float64(rl))))
+}
+
+// windowAdmits is whether window item i (of window [s, e) holding t, with
+// count) admits req at t with the hold h: its count, the cost and h within
+// the rate, and for a paced window, the line of the request's class at t
+// reached.
+func windowAdmits(req *quota.Request, i int, t, s, e, count, h int64) bool {
+	l := req.Items[i].Limit
+	x := count + req.CostOf(i) + h
+	if !l.Pace {
+		return x <= l.Rate
+	}
+	rl := l.Rate
+	if classOf(req, l) > 0 && t < e-quota.PaceLead(e-s) {
+		rl -= quota.Share(l.PaceReserve, l.Rate)
+	}
+	return x <= rl && t >= paceLine(s, e, rl, x)
 }
 
 // least is the least tat GCRA item i of req decided at now has: the
@@ -176,16 +306,19 @@ func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 	k := keyOf(req.Tag, it.Key)
 	switch it.Limit.Kind {
 	case quota.GCRA:
+		if it.Limit.Reserve != nil { // no lead: Validate refuses one with lanes
+			return m.laneAdmits(req, i, t, now, paused) >= 0
+		}
 		tat := max(m.tat(k), now, least(req, i, now, paused))
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	case quota.Concurrency: // decided apart, at now: see Reserve
 		return true
 	}
 	if it.Limit.Kind == quota.Rolling {
-		return m.counted(it.Limit, k, t)+cost <= it.Limit.Rate
+		return m.counted(it.Limit, k, t)+cost+m.hold(req, i, now) <= it.Limit.Rate
 	}
-	start, _ := bounds(it.Limit.Calendar, t)
-	return m.count[k][start]+cost <= it.Limit.Rate
+	start, end := bounds(it.Limit.Calendar, t)
+	return windowAdmits(req, i, t, start, end, m.count[k][start], m.hold(req, i, now))
 }
 
 // Reserve decides req at now.
@@ -206,6 +339,13 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		if it.Limit.Kind == quota.Concurrency {
 			continue
 		}
+		if it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil {
+			for j, ln := range it.Limit.Lanes() {
+				tat := m.laneTat(&req, i, j, n, paused)
+				candidates = append(candidates, tat+req.CostOf(i)*ln.Interval()-ln.Tolerance())
+			}
+			continue
+		}
 		if it.Limit.Kind == quota.GCRA {
 			tat := max(m.tat(k), n, least(&req, i, n, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
@@ -220,13 +360,18 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			horizon = min(horizon, n+p+(p+quota.RollingBuckets-1)/quota.RollingBuckets+1)
 			continue
 		}
-		_, e := bounds(it.Limit.Calendar, n)
+		s, e := bounds(it.Limit.Calendar, n)
 		for w := 0; w < 3; w++ {
+			if it.Limit.Pace { // where the lines reach this window's count
+				x := m.count[k][s] + req.CostOf(i) + m.hold(&req, i, n)
+				rl := it.Limit.Rate - quota.Share(it.Limit.PaceReserve, it.Limit.Rate)
+				candidates = append(candidates, paceLine(s, e, it.Limit.Rate, x), paceLine(s, e, rl, x), e-quota.PaceLead(e-s))
+			}
 			candidates = append(candidates, e)
 			if w == 2 {
 				horizon = min(horizon, e)
 			}
-			_, e = bounds(it.Limit.Calendar, e)
+			s, e = bounds(it.Limit.Calendar, e)
 		}
 	}
 	slices.Sort(candidates)
@@ -257,7 +402,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		if it.Limit.Kind != quota.Concurrency {
 			continue
 		}
-		if held, soonest, _ := m.held(keyOf(req.Tag, it.Key), n); held >= it.Limit.Rate {
+		if held, soonest, _ := m.held(keyOf(req.Tag, it.Key), n); held+m.hold(&req, i, n) >= it.Limit.Rate {
 			r.Allowed, r.Decider = false, i
 			slot = max(slot, soonest)
 			break
@@ -268,7 +413,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			r.RetryAfter = time.Duration(slot-n) * time.Microsecond
 		}
 		for i := range req.Items {
-			r.Limits[i] = m.status(&req, i, n, n, least(&req, i, n, paused))
+			r.Limits[i] = m.status(&req, i, n, n, paused, -1)
 		}
 		return r
 	}
@@ -278,15 +423,31 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	r.starts = make([]int64, len(req.Items))
 	r.leases = make([]*lease, len(req.Items))
 	r.events = make([]*event, len(req.Items))
+	r.lanes = make([]int, len(req.Items))
+	// The lanes charged, read before any charge: the charges below
+	// change what each lane admits.
+	for i, it := range req.Items {
+		if it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil {
+			r.lanes[i] = m.laneAdmits(&req, i, slot, n, paused)
+		}
+	}
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		cost := req.CostOf(i)
+		if it.Limit.Reserve != nil && it.Limit.Kind != quota.GCRA && req.Class < len(it.Limit.Reserve) {
+			m.seen[k] = append(m.seen[k], admission{class: req.Class, at: n})
+		}
 		if it.Limit.Kind == quota.Concurrency {
 			r.leases[i] = &lease{taken: n, ended: slot + it.Limit.Period.Microseconds(), rate: it.Limit.Rate}
 			m.leases[k] = append(m.leases[k], r.leases[i])
 			continue
 		}
 		if it.Limit.Kind == quota.GCRA {
+			l := it.Limit
+			if l.Reserve != nil { // the lane's own GCRA key
+				k = laneKey(k, r.lanes[i], l)
+				l = &l.Lanes()[r.lanes[i]]
+			}
 			cs := m.gcra[k]
 			if cs == nil {
 				cs = &charges{}
@@ -296,9 +457,12 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 				*cs = (*cs)[:0]
 			}
 			// Drained by a pause: booked as if it went at the floor;
-			// with a lead, no earlier than now + lead.
-			at := max(slot, least(&req, i, n, paused))
-			r.charges[i] = &charge{slot: at, occupy: cost * it.Limit.Interval()}
+			// with a lead (never on lanes), no earlier than now + lead.
+			at := max(slot, floorOf(l, cost, paused))
+			if lead := req.LeadMicros(); lead > 0 {
+				at = max(at, n+lead)
+			}
+			r.charges[i] = &charge{slot: at, occupy: cost * l.Interval()}
 			*cs = append(*cs, r.charges[i])
 			continue
 		}
@@ -316,22 +480,42 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	}
 	m.admitted = append(m.admitted, r)
 	for i := range req.Items {
-		r.Limits[i] = m.status(&req, i, n, slot, 0)
+		r.Limits[i] = m.status(&req, i, n, slot, paused, r.lanes[i])
 	}
 	return r
 }
 
-// status is the design's Remaining and ResetAfter of item i at time at,
-// with a GCRA tat of at least least.
-func (m *Model) status(req *quota.Request, i int, now, at, least int64) quota.Status {
+// status is the design's Remaining and ResetAfter of item i at time at
+// (the slot of an admitted request, whose charge is made; now for a
+// denied one, with its pause's drain). charged is, for a GCRA limit with
+// classes, the lane charged, or -1.
+func (m *Model) status(req *quota.Request, i int, now, at, paused int64, charged int) quota.Status {
 	it := req.Items[i]
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
+	// An admitted request's charge is at or after its drain's floor
+	// and its lead, so they matter only to a denied one.
+	lo := least(req, i, now, paused)
+	if it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil {
+		// Each lane as a GCRA limit of its own, summed; a lane not
+		// charged is seen as the decision saw it, drained by the pause.
+		for j, ln := range it.Limit.Lanes() {
+			tat := m.laneTat(req, i, j, now, paused)
+			if j == charged {
+				tat = max(m.tat(laneKey(k, j, it.Limit)), now)
+			}
+			if d := ln.Tolerance() - (max(tat, at) - at); d >= 0 {
+				rem += d / ln.Interval()
+			}
+			reset = max(reset, tat-now)
+		}
+		return quota.Status{Remaining: rem, ResetAfter: time.Duration(reset) * time.Microsecond}
+	}
 	if it.Limit.Kind == quota.Concurrency {
 		held, _, latest := m.held(k, now)
 		rem, reset = it.Limit.Rate-held, latest-now
 	} else if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat(k), now, least)
+		tat := max(m.tat(k), now, lo)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
 		if d >= 0 {
@@ -379,7 +563,7 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 		}
 		if it.Limit.Kind == quota.GCRA {
 			r.charges[i].cancelled = true
-			cs := m.gcra[k]
+			cs := m.gcra[r.gcraKey(i)]
 			for len(*cs) > 0 && (*cs)[len(*cs)-1].cancelled {
 				*cs = (*cs)[:len(*cs)-1]
 			}
@@ -421,12 +605,16 @@ func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 		k := keyOf(r.req.Tag, it.Key)
 		delta := actual[i] - est
 		if it.Limit.Kind == quota.GCRA {
-			T := it.Limit.Interval()
-			cs := m.gcra[k]
+			l := it.Limit
+			if l.Reserve != nil { // the lane charged, at its own limit
+				l = &l.Lanes()[r.lanes[i]]
+			}
+			T := l.Interval()
+			cs := m.gcra[r.gcraKey(i)]
 			switch {
 			case delta > 0:
 				from := max(cs.tat(), n)
-				if occupy := min(delta*T, n+it.Limit.DebtReach()-from); occupy > 0 {
+				if occupy := min(delta*T, n+l.DebtReach()-from); occupy > 0 {
 					*cs = append(*cs, &charge{slot: n, occupy: occupy})
 				}
 			case len(*cs) > 0 && (*cs)[len(*cs)-1] == r.charges[i]:
@@ -490,7 +678,6 @@ func (m *Model) Check() error {
 			}
 		}
 	}
-	type event struct{ slot, cost int64 }
 	type keyed struct {
 		lim    *quota.Limit
 		events []event
@@ -517,11 +704,44 @@ func (m *Model) Check() error {
 				cost = r.used[i]
 			}
 			kd.events = append(kd.events, event{r.slot, cost})
+			if it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil { // the lane too, a GCRA limit of its own
+				lk := "lane " + r.gcraKey(i) // the bottom lane's key is the limit's
+				ld := keys[lk]
+				if ld == nil {
+					ld = &keyed{lim: &it.Limit.Lanes()[r.lanes[i]]}
+					keys[lk] = ld
+					order = append(order, lk)
+				}
+				ld.events = append(ld.events, event{r.slot, cost})
+			}
 		}
 	}
 	for _, k := range order {
 		kd := keys[k]
 		l := kd.lim
+		if l.Kind == quota.GCRA && l.Reserve != nil {
+			// Lanes each round their interval up, not the whole
+			// limit's: what they admit together is bounded by the
+			// exact rate, Burst + Rate*span/Period in any span. With P
+			// the sum of costs before event i and slots taken from the
+			// first, the bound for events i..j is (Period*P_(j+1) -
+			// Rate*slot_j) - (Period*P_i - Rate*slot_i) <= Burst*Period.
+			ev := kd.events
+			slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
+			p, burst := l.Period.Microseconds(), l.Capacity()
+			var sum int64
+			least := int64(math.MaxInt64)
+			for _, e := range ev {
+				at := e.slot - ev[0].slot
+				least = min(least, p*sum-l.Rate*at)
+				sum += e.cost
+				if over := p*sum - l.Rate*at - least; over > burst*p {
+					return fmt.Errorf("limit %s key %q: its lanes admitted %d events beyond Burst + Rate*span in a span ending at slot %v",
+						l.Name, k, (over-burst*p+p-1)/p, time.UnixMicro(e.slot))
+				}
+			}
+			continue
+		}
 		if l.Kind == quota.GCRA {
 			// With events sorted by slot and P the sum of costs before
 			// event i, the bound for events i..j is
@@ -569,6 +789,35 @@ func (m *Model) Check() error {
 				return fmt.Errorf("limit %s key %q: admitted %d in the window starting %v, above its rate %d",
 					l.Name, k, per[s], time.UnixMicro(s), l.Rate)
 			}
+		}
+		if l.Pace {
+			if err := checkPaced(l, k, kd.events); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkPaced checks that a paced window's events, sorted by slot, never
+// run ahead of its loosest line (the whole rate): the x-th event of a
+// window goes no sooner than the line lets the count reach x.
+func checkPaced(l *quota.Limit, k string, events []event) error {
+	ev := slices.Clone(events)
+	slices.SortStableFunc(ev, func(a, b event) int { return cmp.Compare(a.slot, b.slot) })
+	var sum, start int64
+	for j, e := range ev {
+		s, end := bounds(l.Calendar, e.slot)
+		if s != start {
+			sum, start = 0, s
+		}
+		sum += e.cost
+		if j+1 < len(ev) && ev[j+1].slot == e.slot {
+			continue // the events of one slot count together
+		}
+		if line := paceLine(s, end, l.Rate, sum); e.slot < line {
+			return fmt.Errorf("limit %s key %q: %d admitted by %v, ahead of the paced line, which reaches it at %v",
+				l.Name, k, sum, time.UnixMicro(e.slot), time.UnixMicro(line))
 		}
 	}
 	return nil

@@ -80,6 +80,7 @@ type step struct {
 	lead    time.Duration // the request's Lead
 	pause   time.Duration // Pause the case's pause key for this long
 	cancel  int           // Cancel the reservation of step number cancel (1-based)
+	class   int           // the request's Class
 
 	ok      bool
 	wait    time.Duration // Wait when ok, RetryAfter when not
@@ -418,6 +419,19 @@ func Run(t *testing.T, newStore NewStore) {
 			t.Run(tc.name, func(t *testing.T) { runCase(t, newStore, tc) })
 		}
 	})
+	t.Run("Classes", func(t *testing.T) {
+		for _, tc := range classCases() {
+			t.Run(tc.name, func(t *testing.T) { runCase(t, newStore, tc) })
+		}
+		t.Run("a higher class waits no longer for a deep lower queue", func(t *testing.T) { testClassWait(t, newStore) })
+		t.Run("a full lane is borrowed: the whole rate is used", func(t *testing.T) { testClassBorrow(t, newStore) })
+		t.Run("sync drains the lowest lane first", func(t *testing.T) { testClassSync(t, newStore) })
+	})
+	t.Run("Pacing", func(t *testing.T) {
+		t.Run("spring-forward day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 3, 8, 0, 0, 0, 0, la), 23*time.Hour) })
+		t.Run("fall-back day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 11, 1, 0, 0, 0, 0, la), 25*time.Hour) })
+		t.Run("pace reserve", func(t *testing.T) { testPaceReserve(t, newStore) })
+	})
 	t.Run("Invalid", func(t *testing.T) { testInvalid(t, newStore) })
 	t.Run("Separate keys and tags", func(t *testing.T) { testSeparate(t, newStore) })
 	t.Run("Over pause", func(t *testing.T) { testOverPause(t, newStore) })
@@ -475,7 +489,7 @@ func runCase(t *testing.T, newStore NewStore, tc conformanceCase) {
 			continue
 		}
 		r := req
-		r.Cost, r.MaxWait, r.Lead = s.cost, s.maxWait, s.lead
+		r.Cost, r.MaxWait, r.Lead, r.Class = s.cost, s.maxWait, s.lead, s.class
 		res, err := st.Reserve(ctx, &r)
 		if err != nil {
 			t.Fatalf("%s: Reserve: %v", where, err)
@@ -533,6 +547,8 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		{"negative lead", quota.Request{Tag: "x", Lead: -time.Second, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
 		{"lead on a learning limit", quota.Request{Tag: "x", Lead: time.Second,
 			Items: []quota.Item{{Limit: &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true}, Key: "l"}}}},
+		{"lead on a GCRA limit with classes", quota.Request{Tag: "x", Lead: time.Second,
+			Items: []quota.Item{{Limit: &quota.Limit{Name: "c", Kind: quota.GCRA, Rate: 10, Period: time.Second, Reserve: []int64{2000}}, Key: "c"}}}},
 	}
 	for _, b := range bad {
 		res, err := st.Reserve(ctx, &b.req)

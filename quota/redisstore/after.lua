@@ -12,6 +12,9 @@ reservations made after this one, and is never loosened:
   GCRA    after = max(0, cur - mark), where cur is the stored tat and
           mark the tat this reservation set: what the reservations
           charged after it occupy (tats only grow through reservations).
+          A lane of a limit with classes that the reservation did not
+          charge comes with the mark "now" (reserve.lua, "Classes"): all
+          it has booked ahead counts as after.
           tat = now + DVT - R*T + after is stored when it is later than
           both cur and now. The holes key is left alone: a tat raised
           above every live mark makes a later Cancel of an earlier
@@ -24,7 +27,9 @@ reservations made after this one, and is never loosened:
           lengthened, to at least that window's end.
 
 A key that is gone (expired, flushed) reads as 0: the sync then rebuilds
-the state from the vendor's figure.
+the state from the vendor's figure. So does a GCRA key whose tat has
+passed, which its TTL (rounded up to the millisecond, plus a test's
+slack) may keep a moment longer: its reservations occupy nothing.
 
 Op "learn" (package quota's doc, "Learning"): the vendor stated the limit
 L of a learning limit in the response of a reservation whose slot was at.
@@ -73,7 +78,7 @@ KEYS  per entry, in the order of ARGV's entries, its item key; for
       hash tag: the learned key is named after the item key)
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 n, the count of
       entries; then per entry an op and its arguments:
-        "sync", "g", T (µs), DVT (µs), R, mark (µs)
+        "sync", "g", T (µs), DVT (µs), R, mark (µs, or "now")
         "sync", "w", rate, R, window start (µs, as reserve.lua wrote it),
                      window end (µs), count at mark
           where 0 <= R <= the limit's capacity
@@ -119,8 +124,9 @@ for _ = 1, n do
   local op, kind = ARGV[a], ARGV[a + 1]
   if op == 'sync' and kind == 'g' then
     local T, dvt = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local r, mark = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+    local r, mark = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]) or now -- "now": no slot of its own
     local cur = tonumber(redis.call('GET', KEYS[k])) or 0
+    if cur <= now then cur = 0 end -- idle: as if it had expired already
     local after = math.max(cur - mark, 0)
     local tat = now + dvt - r * T + after
     if tat > cur and tat > now then

@@ -227,8 +227,8 @@ func BenchmarkLoneScript(b *testing.B) {
 		if name == "limits=2" {
 			req = stack("vendor", gcra("peak", 1_000_000, time.Second, 0), gcra("minute", 60_000_000, time.Minute, 0))
 		}
-		keys, nl := st.learnedKeys(&req, st.keys(&req))
-		c, _ := st.reserveArgs(&req, len(keys)-len(req.Items)-nl, nl, nil)
+		keys, x := st.extraKeys(&req, st.keys(&req))
+		c, _ := st.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x.keys, nil)
 		args := append([]any{"", 0, 1}, c.args[3:]...)
 		b.Run(name, func(b *testing.B) {
 			perCall := map[string][]float64{}

@@ -50,7 +50,7 @@ func TestOneCallDecidesInOrder(t *testing.T) {
 	var d [4]decision
 	var errs [4]error
 	for i, x := range vals {
-		d[i], errs[i] = parseReserve(x, 1, 0)
+		d[i], errs[i] = parseReserve(x, 1, 0, 0)
 		if (errs[i] != nil) != (i == 1) {
 			t.Fatalf("decision %d: %v", i, errs[i])
 		}
@@ -111,22 +111,9 @@ func TestConcurrentDecisionsCoalesced(t *testing.T) {
 // pendingOf builds req's part of a reserve.lua call as Reserve does, for a
 // stack of GCRA and window limits.
 func pendingOf(s *Store, req quota.Request) *pending {
-	keys := s.keys(&req)
-	argc := 5
-	for _, it := range req.Items {
-		if it.Limit.Kind == quota.GCRA {
-			argc += 4
-		} else {
-			argc += 8
-		}
-	}
-	args := make([]any, 3, 3+argc)
-	args = append(args, argc, req.MaxWaitMicros(), len(req.Items), len(keys)-len(req.Items), 0)
-	now := s.clientNow()
-	for i := range req.Items {
-		args, _ = s.appendItem(args, req.Items[i].Limit, req.CostOf(i), "", now)
-	}
-	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: args}
+	keys, x := s.extraKeys(&req, s.keys(&req))
+	c, _ := s.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x.keys, nil)
+	return &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args}
 }
 
 // TestOneCallAgreesWithCallsAlone: a call that decides many requests
@@ -134,18 +121,27 @@ func pendingOf(s *Store, req quota.Request) *pending {
 // call each, in order, at the same now. The requests come in runs of the
 // same stack, cost and wait (which reserve.lua decides without parsing
 // them again) mixed with others on the same keys, with and without a
-// pause in force, on a stopped clock so that both see one now.
+// pause in force, on a stopped clock so that both see one now. Stacks
+// with priority classes (a GCRA limit's lanes, a window's reserves) and a
+// paced window are coalesced too, each request of a random class.
 func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
-	clock := quotatest.NewClock(start)
+	clock := quotatest.NewClock(start.Add(50 * time.Minute)) // a paced hour well on
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(14, 17))
+	lanes := gcra("lanes", 10, time.Second, 0)
+	lanes.Reserve = []int64{2000, 3000}
+	held := window("held", 20, quota.Hour, time.UTC)
+	held.Reserve = []int64{2500, 2500}
+	paced := window("paced", 100, quota.Hour, time.UTC)
+	paced.Pace, paced.PaceReserve, paced.Reserve = true, 3000, []int64{0, 0}
 	limits := []*quota.Limit{
 		gcra("peak", 5, time.Second, 8),
 		gcra("minute", 40, time.Minute, 0),
 		window("daily", 30, quota.Day, time.UTC),
 		window("hourly", 12, quota.Hour, time.UTC),
+		lanes, held, paced,
 	}
 	random := func() quota.Request {
 		var ls []*quota.Limit
@@ -159,6 +155,7 @@ func TestOneCallAgreesWithCallsAlone(t *testing.T) {
 		}
 		req := stack("v", ls...)
 		req.Cost = int64(rng.IntN(3))
+		req.Class = rng.IntN(3) // every limit with classes has three
 		if rng.IntN(2) == 0 {
 			req.MaxWait = time.Duration(rng.IntN(20)) * time.Second
 		}
@@ -239,7 +236,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals := v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0)
+		d, err := parseReserve(x, 1, 0, 0)
 		if clash := i == 2 || i == 4; clash {
 			if !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision %d (window after GCRA): %v, want WRONGTYPE, ErrState", i, err)
@@ -268,7 +265,7 @@ func TestCoalesceKindClash(t *testing.T) {
 	}
 	vals = v.([]any)
 	for i, x := range vals {
-		d, err := parseReserve(x, 1, 0)
+		d, err := parseReserve(x, 1, 0, 0)
 		if i == 1 {
 			if !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
 				t.Errorf("decision 1 (GCRA after window): %v, want WRONGTYPE", err)

@@ -30,6 +30,10 @@
 //	<prefix>{<tag>}:!pause:<pause key>
 //	<prefix>{<tag>}:!cancelled:<item key>   (reserved: a GCRA item's cancelled slots)
 //	<prefix>{<tag>}:!learned:<item key>     (a learning GCRA item's stated limit)
+//	<prefix>{<tag>}:!reason:<pause key>     (why the pause was set; reason.go)
+//	<prefix>{!refusals}:<provider>:<limit>  (the fleet's recent refusals; refusals.go)
+//	<prefix>{<tag>}:!lane<k>:<item key>     (lane k of a GCRA item with classes)
+//	<prefix>{<tag>}:!seen:<item key>        (a held item's record of active classes)
 //
 // where tag and keys pass through quota.SafeKey. One function writes this
 // layout (keys.go) and Store.ParseKey reads it back, with the KeyKind of
@@ -54,9 +58,11 @@
 // script reads the pause's copy in the request's slot,
 // <prefix>{<filler>}:!copy:{<tag>}:!pause:<key>, whose hash tag is a short
 // string of that slot (slots.go): Store.PauseOver writes the pause and its
-// copies in all 16,384 slots, Store.ResumeOver deletes them. On a Ring,
-// which places keys by its own hashing of the tag, it is left out and the
-// request is held by its own pauses alone. Syncs, settles, and releases and renewals of leases
+// copies in all 16,384 slots, Store.ResumeOver deletes them. A Ring runs a
+// script on the shard its first key's tag hashes to, so there the script
+// reads the copy <prefix>{<tag>}:!copy:{<tag>}:!pause:<key>, which
+// Store.PauseOver writes on every shard through the shard's own client
+// (ring.go). Syncs, settles, and releases and renewals of leases
 // run after.lua, one round trip each; a release of a lease still held is
 // announced on the channel <prefix>!released, which the Store listens to
 // while this process has requests waiting for a lease (notify.go,
@@ -69,13 +75,35 @@
 // vendor's figure; its op "learn" writes a learning limit's "!learned:"
 // key, a hash (limit, at) that reserve.lua reads for that item alone
 // (package quota's doc, "Learning"), expiring quota.LearnTTL after, and,
-// when the figure falls, the item key it restates. Every key expires when its state is back to idle; a
+// when the figure falls, the item key it restates. A GCRA limit with
+// priority classes (quota.Limit.Reserve) keeps each class's lane but the
+// bottom one under a "!lane<k>:" key (k the class, 0 the top), a GCRA tat
+// like the item key, which holds the bottom lane (so a limit that gains
+// classes keeps what was spent), with its own "!cancelled:!lane<k>:"
+// record of cancelled slots; a Window, Rolling or Concurrency limit with
+// classes keeps a "!seen:" hash beside its item key, class -> the time
+// (µs) the class last had a request admitted, which decisions of the
+// classes below it read and which expires the limit's ActiveFor after
+// its last write. Store.LaneKey gives a lane's key; Inspect reports the
+// lanes and the active classes (ItemState.Lanes, ItemState.Held,
+// Snapshot.Headroom). Every key expires when its state is back to idle; a
 // pause key quota.PauseDrain after the pause, while it still drains the
 // buckets it held back. A key keeps one kind: the same key used by a GCRA limit
 // and by a window fails with Redis's WRONGTYPE error (wrapping
 // quota.ErrState), so the items of one stack need distinct keys, as
 // quota.KeyOf gives limits of distinct names. In a coalesced call only the
 // decision that meets such a key fails, before it charges anything.
+//
+// # What operators read besides the state
+//
+// Two records serve operators (throttle status and its page) and no
+// decision: a pause set with PauseWithReason (quota.ReasonPauser) keeps
+// why beside it, "!reason:", written by the pause's own script with the
+// pause's TTL, which PauseNotes reads; and a RefusalLog counts its
+// process's refusals in memory and adds them to "{!refusals}" at most once
+// per interval, one script call whatever their number, which Refusals
+// reads. A decision's keys and commands are the same with or without
+// them, and a refusal still writes nothing in the decision.
 //
 // # Coalescing
 //

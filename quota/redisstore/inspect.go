@@ -69,6 +69,18 @@ type ItemState struct {
 	Exists bool
 	// Key is the Redis key of the state.
 	Key string
+	// Lanes is, for a GCRA limit with priority classes
+	// (quota.Limit.Reserve), the state of each class's lane, the top
+	// first; the bottom class's lane is Key, the others' are
+	// Store.LaneKey's. Status is their sum (Remaining) and the latest of
+	// them (ResetAfter). Nil for any other limit.
+	Lanes []quota.Status
+	// Held is, for a Window, Rolling or Concurrency limit with priority
+	// classes, per class above the bottom how much longer its reserve is
+	// held from the classes below it: zero when the class has had no
+	// request admitted within the limit's ActiveFor, so that its reserve
+	// is free for them. Nil for any other limit.
+	Held []time.Duration
 }
 
 // Inspect reads the state of req's limits and pauses in one round trip,
@@ -102,9 +114,10 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 	clientNow := s.clientNow() // the windows are placed as Reserve places them
 	keys := make([][]string, len(reqs))
 	args := make([][]any, len(reqs))
+	extras := make([]extra, len(reqs))
 	for i, req := range reqs {
-		keys[i], _ = s.learnedKeys(req, s.keys(req))
-		args[i] = s.peekArgs(req, clientNow)
+		keys[i], extras[i] = s.extraKeys(req, s.keys(req))
+		args[i] = s.peekArgs(req, extras[i].keys, clientNow)
 	}
 	out := make([]Snapshot, len(reqs))
 	if len(reqs) == 0 {
@@ -135,7 +148,7 @@ func (s *Store) InspectAll(ctx context.Context, reqs []*quota.Request) ([]Snapsh
 			if err != nil {
 				return struct{}{}, err
 			}
-			if out[i], err = parseInspect(reqs[i], keys[i], v); err != nil {
+			if out[i], err = parseInspect(reqs[i], keys[i], extras[i], v); err != nil {
 				return struct{}{}, err
 			}
 		}
@@ -164,21 +177,18 @@ func (s *Store) evalAll(ctx context.Context, keys [][]string, args [][]any, full
 	return cmds
 }
 
-// peekArgs returns the ARGV of a peek of req: reserve.lua's, for one
-// request of cost 0 and no max wait, with "peek" for the TTL slack.
-// clientNow places the calendar windows, as Reserve does.
-func (s *Store) peekArgs(req *quota.Request, clientNow time.Time) []any {
+// peekArgs returns the ARGV of a peek of req, whose keys end with nx
+// extra keys (extraKeys): reserve.lua's, for one request of cost 0 and no
+// max wait, with "peek" for the TTL slack. clientNow places the calendar
+// windows, as Reserve does.
+func (s *Store) peekArgs(req *quota.Request, nx int, clientNow time.Time) []any {
 	np := len(req.Pauses)
 	if s.readsOver(req) {
 		np++
 	}
-	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, 0}
+	args := []any{s.nowArg(), "peek", 1, 0, 0, len(req.Items), np, nx}
 	for i := range req.Items {
-		l := req.Items[i].Limit
-		if l.Learn {
-			args[7] = args[7].(int) + 1 // nl
-		}
-		args, _ = s.appendItem(args, l, 0, "", clientNow)
+		args, _ = s.appendItem(args, req.Items[i].Limit, 0, req.Class, true, "", clientNow)
 	}
 	args[3] = len(args) - 3 // the request's count of ARGV entries
 	return args
@@ -196,24 +206,14 @@ func checkInspect(req *quota.Request) error {
 	return r.Validate()
 }
 
-// learning returns the number of req's learning items.
-func learning(req *quota.Request) int {
-	nl := 0
-	for i := range req.Items {
-		if req.Items[i].Limit.Learn {
-			nl++
-		}
-	}
-	return nl
-}
-
 // parseInspect checks a reply of a peek of req (see reserve.lua, "Reply")
 // and makes the snapshot of it.
-func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
+func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, error) {
 	const perItem = 5 // used, ahead, debt, next, exists
 	var snap Snapshot
-	n, nl := len(req.Items), learning(req)
-	np := len(keys) - n - nl
+	n, nl := len(req.Items), x.learned
+	np := len(keys) - n - x.keys
+	nc := classEntries(req)
 	out, ok := v.([]any)
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
@@ -222,17 +222,18 @@ func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 		return snap, err
 	}
 	vals, ok := out[0].([]any)
-	if want := 4 + (4+perItem)*n + np + nl; !ok || len(vals) != want {
+	if want := 4 + (4+perItem)*n + np + nl + nc; !ok || len(vals) != want {
 		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
 	}
-	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[len(vals)-nl:]...), n, nl)
+	tail := len(vals) - nl - nc // where the learned rates start
+	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, nl, 0)
 	if err != nil {
 		return snap, err
 	}
 	learnedRates(req, d)
 	snap.Now = time.UnixMicro(d.now)
 	ints := make([]int64, 0, perItem*n+np)
-	for e := 4 + 4*n; e < len(vals)-nl; e++ {
+	for e := 4 + 4*n; e < tail; e++ {
 		x, ok := vals[e].(int64)
 		if !ok || x < 0 {
 			return snap, fmt.Errorf("%w: peek reply element %d is %v, want an integer >= 0", errReply, e, vals[e])
@@ -250,6 +251,11 @@ func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 			NextExpiry: quota.Micros(f[3]), Exists: f[4] == 1, Key: keys[i],
 		}
 	}
+	if nc > 0 {
+		if err := parseClasses(req, snap.Items, vals[tail+nl:]); err != nil {
+			return snap, err
+		}
+	}
 	snap.Pauses = make([]time.Time, np)
 	for p, until := range ints[perItem*n:] {
 		if until == 0 {
@@ -264,8 +270,10 @@ func parseInspect(req *quota.Request, keys []string, v any) (Snapshot, error) {
 }
 
 // Reset deletes the state of the item keys keys within tag (with the
-// record of cancelled reservations kept beside a GCRA item), in one round
-// trip: each limit is back to idle, with its full capacity. Requests in
+// record of cancelled reservations kept beside a GCRA item, the lanes of
+// a GCRA limit with classes and their records, and the activity record
+// of a limit with classes), in one round trip: each limit is back to
+// idle, with its full capacity, and no class holds a reserve. Requests in
 // flight that reserved a slot are forgotten, so a reset can admit more
 // than the limit allows for a moment; it is an operator's lever, not part
 // of a decision.
@@ -276,12 +284,19 @@ func (s *Store) Reset(ctx context.Context, tag string, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ks := make([]string, 0, 2*len(keys))
+	ks := make([]string, 0, (1+quota.MaxClasses)*2*len(keys))
 	for _, k := range keys {
 		if k == "" {
 			return fmt.Errorf("%w reset: empty key", quota.ErrInvalid)
 		}
-		ks = append(ks, s.redisKey(KeyItem, tag, k), s.redisKey(KeyCancelled, tag, k))
+		item := s.redisKey(KeyItem, tag, k)
+		ks = append(ks, item, s.cancelledKey(item), s.seenKey(item))
+		// Every lane a limit may have: the key says nothing of its
+		// limit, and deleting a key that does not exist costs little.
+		for lane := 0; lane < quota.MaxClasses-1; lane++ {
+			lk := s.laneKey(item, lane)
+			ks = append(ks, lk, s.cancelledKey(lk))
+		}
 	}
 	return s.del(ctx, "reset", ks)
 }
@@ -296,13 +311,14 @@ func (s *Store) Resume(ctx context.Context, tag, pauseKey string) error {
 
 // ResumeOver is Resume for a pause that PauseOver set: on a Redis
 // Cluster it first deletes the pause's copies in every slot (one
-// pipelined round per master), so that an error leaves the pause in
-// force, where throttle status shows it; calling it again finishes.
+// pipelined round per master), on a Ring its copy on every shard, so that
+// an error leaves the pause in force, where throttle status shows it;
+// calling it again finishes.
 func (s *Store) ResumeOver(ctx context.Context, tag, pauseKey string) error {
 	if tag == "" || pauseKey == "" {
 		return fmt.Errorf("%w resume: empty tag or key", quota.ErrInvalid)
 	}
-	if s.cluster {
+	if s.copies() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -156,7 +157,7 @@ func TestInspectRollingAhead(t *testing.T) {
 	// The third waits for the first bucket to expire, at 60.6s.
 	got := mustInspect(t, st, req).Items[0]
 	want := ItemState{Status: quota.Status{Remaining: 0, ResetAfter: 2*time.Minute + 1200*time.Millisecond}, Used: 2, Ahead: 1, Exists: true, Key: got.Key}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("state %+v, want %+v", got, want)
 	}
 	clock.Advance(time.Minute + time.Second)
@@ -350,6 +351,8 @@ func TestParseKey(t *testing.T) {
 	for _, k := range []string{
 		"", "app*:", "other:{a}:b", "app*:{a}", "app*:{}:b", "app*:{a}:", "app*:{a}:!pause:",
 		"app*:{a}:!cancelled:", "app*:{a}:!other:b", "app*:{a{b}:c", "app*:{a}:b{c}", "app*:x{a}:b",
+		"app*:{a}:!lane:b", "app*:{a}:!lane01:b", "app*:{a}:!lanex:b", "app*:{a}:!lane1:", "app*:{a}:!lane12345:b",
+		"app*:{a}:!seen:", "app*:{a}:!pause:!lane0:b", "app*:{a}:!lane0:!lane1:b",
 	} {
 		if tag, key, kind, ok := st.ParseKey(k); ok {
 			t.Errorf("ParseKey(%q) = %q, %q, %v, ok", k, tag, key, kind)
@@ -379,8 +382,18 @@ func TestKeyRoundTrip(t *testing.T) {
 	for tag := range values {
 		seen := map[string]bool{}
 		for key := range values {
-			for kind := KeyItem; int(kind) < len(spaces); kind++ {
-				k := st.redisKey(kind, tag, key)
+			var ks []string
+			var kinds []KeyKind
+			for kind := KeyItem; kind < KeyLane; kind++ {
+				ks, kinds = append(ks, st.redisKey(kind, tag, key)), append(kinds, kind)
+			}
+			// Lanes and their records of cancelled slots.
+			for _, lane := range []int{0, 1, 10, 9999} {
+				lk := st.LaneKey(tag, key, lane)
+				ks, kinds = append(ks, lk, st.cancelledKey(lk)), append(kinds, KeyLane, KeyCancelled)
+			}
+			for i, k := range ks {
+				kind := kinds[i]
 				if seen[k] {
 					t.Fatalf("tag %.40q: %v key %.40q collides: %.80q", tag, kind, key, k)
 				}
@@ -401,6 +414,15 @@ func TestKeyRoundTrip(t *testing.T) {
 	}
 	if got, want := st.redisKey(KeyCancelled, "gh", "core"), "p:{gh}:!cancelled:core"; got != want {
 		t.Errorf("cancelled key = %q, want %q", got, want)
+	}
+	if got, want := st.LaneKey("gh", "core", 1), "p:{gh}:!lane1:core"; got != want {
+		t.Errorf("LaneKey = %q, want %q", got, want)
+	}
+	if got, want := st.seenKey(st.Key("gh", "core")), "p:{gh}:!seen:core"; got != want {
+		t.Errorf("seen key = %q, want %q", got, want)
+	}
+	if got, want := st.cancelledKey(st.LaneKey("gh", "core", 0)), "p:{gh}:!cancelled:!lane0:core"; got != want {
+		t.Errorf("a lane's cancelled key = %q, want %q", got, want)
 	}
 	if got, want := TagMatch("gh:acme"), `{gh:acme}:*`; got != want {
 		t.Errorf("TagMatch = %q, want %q", got, want)

@@ -97,7 +97,7 @@ func TestLearnCoalesced(t *testing.T) {
 		n, nl int
 		rate  int64
 	}{{2, 1, 20}, {1, 1, 40}, {2, 1, 20}} {
-		d, err := parseReserve(vals[i], want.n, want.nl)
+		d, err := parseReserve(vals[i], want.n, want.nl, 0)
 		if err != nil {
 			t.Fatalf("decision %d: %v", i, err)
 		}

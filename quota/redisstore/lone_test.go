@@ -84,8 +84,8 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 func loneReply(t *testing.T, st *Store, req *quota.Request, lone bool) any {
 	t.Helper()
 	n := len(req.Items)
-	keys, nl := st.learnedKeys(req, st.keys(req))
-	c, _ := st.reserveArgs(req, len(keys)-n-nl, nl, nil)
+	keys, x := st.extraKeys(req, st.keys(req))
+	c, _ := st.reserveArgs(req, len(keys)-n-x.keys, x.keys, nil)
 	if !c.lone {
 		t.Fatalf("a stack of GCRA limits is not lone.lua's: %+v", req)
 	}
@@ -103,6 +103,9 @@ func TestLoneStack(t *testing.T) {
 	st := newStore(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nil)
 	peak, minute := gcra("peak", 10, time.Second, 0), gcra("minute", 30, time.Minute, 0)
 	learning := &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true}
+	classed := &quota.Limit{Name: "classed", Kind: quota.GCRA, Rate: 10, Period: time.Second, Reserve: []int64{2000}}
+	paced := window("paced", 100, quota.Day, nil)
+	paced.Pace = true
 	for _, c := range []struct {
 		req  quota.Request
 		lone bool
@@ -114,10 +117,15 @@ func TestLoneStack(t *testing.T) {
 		{stack("x", learning), false},
 		{quota.Request{Tag: "x", Items: []quota.Item{{Limit: peak, Key: "k"}, {Limit: minute, Key: "k"}}}, false},
 		{stack("x", &quota.Limit{Name: "c", Kind: quota.Concurrency, Rate: 2, Period: time.Minute}), false},
+		// Lanes and pace are reserve.lua's alone, with or without a lead.
+		{stack("x", classed), false},
+		{stack("x", peak, classed), false},
+		{quota.Request{Tag: "x", Class: 1, Items: []quota.Item{{Limit: classed, Key: "classed"}}}, false},
+		{stack("x", peak, paced), false},
 	} {
 		n := len(c.req.Items)
-		keys, nl := st.learnedKeys(&c.req, st.keys(&c.req))
-		rc, _ := st.reserveArgs(&c.req, len(keys)-n-nl, nl, nil)
+		keys, x := st.extraKeys(&c.req, st.keys(&c.req))
+		rc, _ := st.reserveArgs(&c.req, len(keys)-n-x.keys, x.keys, nil)
 		if rc.lone != c.lone {
 			t.Errorf("%+v: lone %v, want %v", c.req.Items, rc.lone, c.lone)
 		}

@@ -97,8 +97,9 @@ type Store struct {
 	// oneServer: the client is a *redis.Client, so a script may read keys
 	// of any tag; cluster: it is a *redis.ClusterClient, so a script reads
 	// the keys of one slot, which may hold copies of pauses (see
-	// readsOver).
-	oneServer, cluster bool
+	// readsOver); ring: it is a *redis.Ring, so a script reads the keys of
+	// one shard, which may hold copies of pauses too (ring.go).
+	oneServer, cluster, ring bool
 
 	// policy checks maxmemory-policy before the first decision; see
 	// checkPolicy.
@@ -169,6 +170,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		clock:     opts.Clock,
 		oneServer: isType[*redis.Client](client),
 		cluster:   isType[*redis.ClusterClient](client),
+		ring:      isType[*redis.Ring](client),
 		workers:   workers{jobs: make(chan func())},
 		seed:      maphash.MakeSeed(),
 	}
@@ -207,15 +209,15 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 		return nil, err
 	}
 	n := len(req.Items)
-	keys, nl := s.learnedKeys(req, s.keys(req))
+	keys, x := s.extraKeys(req, s.keys(req))
 	var boundsBuf [4]*windowArgs
-	c, bounds := s.reserveArgs(req, len(keys)-n-nl, nl, boundsBuf[:0])
+	c, bounds := s.reserveArgs(req, len(keys)-n-x.keys, x.keys, boundsBuf[:0])
 
 	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args, lone: c.lone}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
-	d, err := parseReserve(v, n, nl)
+	d, err := parseReserve(v, n, x.learned, x.laned)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -263,21 +265,23 @@ type reserveCall struct {
 }
 
 // reserveArgs returns the call of req, whose keys end with np pause keys
-// and nl learned keys, and bounds with, per window item in stack order,
-// the window starts it sends appended. bounds is the caller's buffer
-// (most stacks have a few windows at most), kept apart from the call,
-// whose args go to the heap, so that it can stay on the caller's stack.
-func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
+// and nx extra keys (extraKeys), and bounds with, per window item in
+// stack order, the window starts it sends appended. bounds is the
+// caller's buffer (most stacks have a few windows at most), kept apart
+// from the call, whose args go to the heap, so that it can stay on the
+// caller's stack.
+func (s *Store) reserveArgs(req *quota.Request, np, nx int, bounds []*windowArgs) (reserveCall, []*windowArgs) {
 	var c reserveCall
 	argc, windows := 5, 0
 	lead := req.LeadMicros()
 	for i := range req.Items {
-		switch req.Items[i].Limit.Kind {
+		l := req.Items[i].Limit
+		switch l.Kind {
 		case quota.GCRA:
 			argc += 4
-			if req.Items[i].Limit.Learn {
+			if l.Learn {
 				argc += 4
-			} else if lead > 0 {
+			} else if lead > 0 && l.Reserve == nil { // Validate refuses a lead with lanes
 				argc++
 			}
 		case quota.Concurrency:
@@ -293,6 +297,9 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 			argc += 8
 			windows++
 		}
+		if l.Reserve != nil || l.Pace {
+			argc += classArgc(l, req.Class, false)
+		}
 	}
 	if windows > cap(bounds) {
 		bounds = make([]*windowArgs, 0, windows)
@@ -300,16 +307,16 @@ func (s *Store) reserveArgs(req *quota.Request, np, nl int, bounds []*windowArgs
 	clientNow := s.clientNow()
 	n := len(req.Items)
 	c.args = make([]any, 3, 3+argc)
-	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nl)
+	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, nx)
 	c.lone = loneStack(req, argc)
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if lead > 0 && l.Kind == quota.GCRA && !l.Learn {
+		if lead > 0 && l.Kind == quota.GCRA && !l.Learn && l.Reserve == nil {
 			c.args = leadArgs(c.args, s.limitArgs(l), req.CostOf(i), lead)
 			continue
 		}
 		var w *windowArgs
-		c.args, w = s.appendItem(c.args, l, req.CostOf(i), c.lease, clientNow)
+		c.args, w = s.appendItem(c.args, l, req.CostOf(i), req.Class, false, c.lease, clientNow)
 		if w != nil {
 			bounds = append(bounds, w)
 		}
@@ -326,8 +333,8 @@ func loneStack(req *quota.Request, argc int) bool {
 	want := 5
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if l.Kind != quota.GCRA || l.Learn {
-			return false
+		if l.Kind != quota.GCRA || l.Learn || l.Reserve != nil || l.Pace {
+			return false // lone.lua has no learned rate, lanes nor pace
 		}
 		want += 4
 		if req.Lead > 0 {
@@ -356,7 +363,7 @@ func leadArgs(args []any, st *limitArgs, cost, lead int64) []any {
 func (s *Store) book(req *quota.Request, keys []string, d decision, lease string, bounds []*windowArgs) (*booking, error) {
 	n := len(req.Items)
 	b := &booking{s: s, keys: keys, t: d.t, lease: lease, items: make([]bookedItem, n)}
-	w := 0
+	w, g := 0, 0
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		bi := &b.items[i]
@@ -364,8 +371,15 @@ func (s *Store) book(req *quota.Request, keys []string, d decision, lease string
 		switch l.Kind {
 		case quota.GCRA:
 			bi.prev = d.prevs[i]
+			if l.Reserve != nil { // Cancel, Settle and Sync act on the lane charged
+				if err := bi.bookLane(s, l, d.lanes[g]); err != nil {
+					return nil, err
+				}
+				g++
+				continue
+			}
 			if l.Learn { // Sync and Settle work at the rate decided on
-				bi.floor, bi.learned = l, s.learnedKey(b.keys[i])
+				bi.limit, bi.learned = l, s.learnedKey(b.keys[i])
 				l = l.Learned(d.limits[i].Rate)
 			}
 			bi.T, bi.dvt, bi.rate, bi.reach = l.Interval(), l.Tolerance(), l.Rate, l.DebtReach()
@@ -407,13 +421,14 @@ func (bi *bookedItem) bookWindow(bounds *windowArgs, rate, remaining int64) erro
 // pauses for d from now on the server's clock; see quota.Store. A d of zero
 // or less changes nothing; a d above 71 years is taken as 71 years.
 func (s *Store) Pause(ctx context.Context, tag, key string, d time.Duration) error {
-	_, _, err := s.pause(ctx, tag, key, d)
+	_, _, err := s.pause(ctx, tag, key, d, "")
 	return err
 }
 
-// pause is Pause; it returns the paused-until in force and the store's
-// now (µs), or zeros when d changes nothing.
-func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (until, now int64, err error) {
+// pause is Pause with a reason (PauseWithReason); it returns the
+// paused-until in force and the store's now (µs), or zeros when d changes
+// nothing.
+func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration, reason string) (until, now int64, err error) {
 	if tag == "" || key == "" {
 		return 0, 0, fmt.Errorf("%w pause: empty tag or key", quota.ErrInvalid)
 	}
@@ -425,7 +440,8 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (un
 		return 0, 0, nil
 	}
 	pk := s.PauseKey(tag, key)
-	v, err := s.run(ctx, pauseScript, []string{pk}, []any{s.nowArg(), s.slack, us, s.pauseChannel()})
+	keys := []string{pk, s.reasonKey(tag, key)}
+	v, err := s.run(ctx, pauseScript, keys, []any{s.nowArg(), s.slack, us, s.pauseChannel(), quota.CleanReason(reason)})
 	if err != nil {
 		return 0, 0, s.fail(ctx, "pause", err)
 	}
@@ -446,16 +462,24 @@ func (s *Store) pause(ctx context.Context, tag, key string, d time.Duration) (un
 // slot, it then writes the copies in all 16,384 slots: the paused-until
 // in force, with the TTL the pause has, in one pipelined round per
 // master (60 to 220 ms on a loaded three-master test cluster, so the
-// store's timeout must allow it; cmd/throttle's is 2s). The copies hold the
-// pause's paused-until on the clock of its master, which each master
-// compares with its own: clocks apart by x end a copy x early or late.
-// Only the pause is announced (pause.lua), not its copies. An error may
-// leave copies unset, the pause set: calling it again writes them. On one
-// server, or on a Ring (where the requests in other tags do not read it:
-// see quota.Request.Over), it is Pause.
+// store's timeout must allow it; cmd/throttle's is 2s). On a Ring, where
+// such a request reads the copy on its own shard, it writes one copy per
+// shard, and fails, naming it, when a shard the Ring reports down missed
+// its copy (ring.go). The copies hold the pause's paused-until on the
+// clock of its master, which each master compares with its own: clocks
+// apart by x end a copy x early or late. Only the pause is announced
+// (pause.lua), not its copies. An error may leave copies unset, the pause
+// set: calling it again writes them. On one server, where the requests in
+// other tags read the pause itself, it is Pause.
 func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration) error {
-	until, now, err := s.pause(ctx, tag, key, d)
-	if err != nil || !s.cluster || until == 0 {
+	return s.PauseOverWithReason(ctx, tag, key, d, "")
+}
+
+// PauseOverWithReason is PauseOver with a reason, as PauseWithReason
+// records it: beside the pause, not its copies.
+func (s *Store) PauseOverWithReason(ctx context.Context, tag, key string, d time.Duration, reason string) error {
+	until, now, err := s.pause(ctx, tag, key, d, reason)
+	if err != nil || !s.copies() || until == 0 {
 		return err
 	}
 	// prelude.lua's ttl: the pause's key lives until it has drained.
@@ -467,9 +491,12 @@ func (s *Store) PauseOver(ctx context.Context, tag, key string, d time.Duration)
 
 // eachCopy runs one command of do on each of the copies of the pause key
 // in tag (see PauseOver), one per slot since a cluster refuses a command
-// across slots, in one pipelined round per master; op names the call in
-// its error.
+// across slots, in one pipelined round per master (on a Ring, one per
+// shard: eachShard); op names the call in its error.
 func (s *Store) eachCopy(ctx context.Context, op, tag, key string, do func(ctx context.Context, pipe redis.Pipeliner, k string)) error {
+	if s.ring {
+		return s.eachShard(ctx, op, s.ringCopyKey(tag, key), do)
+	}
 	copies := s.copyKeys(tag, key)
 	_, err := bounded[struct{}](ctx, s, callFunc[struct{}](func(ctx context.Context) (struct{}, error) {
 		pipe := s.client.Pipeline()
@@ -496,7 +523,10 @@ type booking struct {
 }
 
 type bookedItem struct {
-	kind   quota.Kind
+	kind quota.Kind
+	// lane is, for a GCRA limit with classes, the lane the reservation
+	// charged, one of limit's lanes; it fits in kind's padding.
+	lane   int8
 	cost   int64 // what the reservation counted for in this limit
 	mark   int64 // GCRA: the tat set; window, rolling: the window or bucket start charged
 	prev   int64 // GCRA: the stored tat the reservation replaced
@@ -506,9 +536,11 @@ type bookedItem struct {
 	reach  int64 // GCRA: how far past now a settled debt may take the tat (µs)
 	atMark int64 // window: its count right after the charge
 	// learned is a learning limit's learned key (package quota's doc,
-	// "Learning"), else "", and floor the limit as configured.
+	// "Learning"), else "". limit is the limit as configured, for a
+	// learning limit (its floor) and a GCRA limit with classes (its
+	// lanes); else nil.
 	learned string
-	floor   *quota.Limit
+	limit   *quota.Limit
 }
 
 // cancel runs cancel.lua: one round trip. It runs even when ctx has ended
@@ -524,7 +556,10 @@ func (b *booking) cancel(ctx context.Context) error {
 		it := &b.items[i]
 		switch it.kind {
 		case quota.GCRA:
-			keys = append(keys, b.s.cancelledKey(b.keys[i]))
+			if it.laned() { // the lane charged, and its own holes
+				keys[i] = b.laneKey(i, int(it.lane))
+			}
+			keys = append(keys, b.s.cancelledKey(keys[i]))
 			args = append(args, "g", it.mark, it.prev)
 		case quota.Rolling:
 			args = append(args, "r", it.cost, it.mark, it.end)
@@ -559,23 +594,28 @@ func (b *booking) sync(ctx context.Context, obs []quota.Observed) error {
 		T, dvt := it.T, it.dvt
 		if it.learned != "" && o.Limit > 0 {
 			// The item key too: a figure that falls restates its tat.
-			_, hi := it.floor.LearnBounds()
+			_, hi := it.limit.LearnBounds()
 			args = append(args, "learn", o.Limit, b.t, quota.LearnTTL.Microseconds(),
-				it.floor.Period.Microseconds(), it.floor.Rate, it.floor.Capacity(), hi)
+				it.limit.Period.Microseconds(), it.limit.Rate, it.limit.Capacity(), hi)
 			keys = append(keys, it.learned, b.keys[o.Item])
 			n++
 			// The vendor's remaining counts in its bucket as it states it.
-			l := it.floor.Learned(o.Limit)
+			l := it.limit.Learned(o.Limit)
 			T, dvt = l.Interval(), l.Tolerance()
 		}
 		if o.LimitOnly {
 			continue
 		}
 		r := max(o.Remaining, 0)
-		switch it.kind {
-		case quota.GCRA:
+		switch {
+		case it.laned():
+			var lanes int
+			keys, args, lanes = b.syncLanes(keys, args, o.Item, r)
+			n += lanes
+			continue
+		case it.kind == quota.GCRA:
 			args = append(args, "sync", "g", T, dvt, min(r, dvt/T), it.mark)
-		case quota.Window:
+		case it.kind == quota.Window:
 			args = append(args, "sync", "w", it.rate, min(r, it.rate), it.mark, it.end, it.atMark)
 		default:
 			continue // rolling windows and leases are not synced (quota.Reservation.Sync)
@@ -603,6 +643,10 @@ func (b *booking) settle(ctx context.Context, actual []int64) error {
 		case quota.GCRA:
 			delta = min(delta, quota.MaxExact/it.T) // keeps stored times exact
 			args = append(args, "settle", "g", it.mark, delta, it.T, it.reach)
+			if it.laned() { // the lane charged, by its own interval and reach
+				keys = append(keys, b.laneKey(i, int(it.lane)))
+				continue
+			}
 		case quota.Window:
 			args = append(args, "settle", "w", it.mark, it.end, delta)
 		default:
@@ -678,23 +722,36 @@ func (s *Store) clientNow() time.Time {
 // appendItem appends one item's part of reserve.lua's ARGV (its header,
 // "ARGV"): the kind, the cost and the limit's fixed arguments; lease for a
 // concurrency limit; for a calendar window its starts around clientNow,
-// which it also returns (nil for the other kinds). Reserve and Inspect's
-// peek build their items with it, so the two cannot drift apart.
-func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, lease string, clientNow time.Time) ([]any, *windowArgs) {
+// which it also returns (nil for the other kinds); for a limit with
+// classes or a paced window, the arguments of class (appendClass; peek:
+// Inspect's). Reserve and Inspect's peek build their items with it, so
+// the two cannot drift apart.
+func (s *Store) appendItem(args []any, l *quota.Limit, cost int64, class int, peek bool, lease string, clientNow time.Time) ([]any, *windowArgs) {
 	st := s.limitArgs(l)
+	classed := l.Reserve != nil || l.Pace
 	switch {
 	case l.Learn:
 		return learnArgs(args, st, l, cost), nil
-	case l.Kind == quota.GCRA:
+	case l.Kind == quota.GCRA && !classed:
 		return append(args, "g", cost, st.boxed[0], st.boxed[1]), nil
-	case l.Kind == quota.Rolling:
+	case l.Kind == quota.GCRA:
+		return appendClass(append(args, "G", cost), st, l, class, peek), nil
+	case l.Kind == quota.Rolling && !classed:
 		return append(args, "r", cost, st.boxed[0], st.boxed[1], st.boxed[2]), nil
-	case l.Kind == quota.Concurrency:
+	case l.Kind == quota.Rolling:
+		return appendClass(append(args, "R", cost, st.boxed[0], st.boxed[1], st.boxed[2]), st, l, class, peek), nil
+	case l.Kind == quota.Concurrency && !classed:
 		return append(args, "c", st.boxed[0], st.boxed[1], lease), nil
+	case l.Kind == quota.Concurrency:
+		return appendClass(append(args, "C", st.boxed[0], st.boxed[1], lease), st, l, class, peek), nil
 	}
 	w := s.windowArgs(l.Calendar, clientNow)
-	args = append(args, "w", cost, st.boxed[0])
-	return append(args, w.boxed[:]...), w
+	if !classed {
+		args = append(args, "w", cost, st.boxed[0])
+		return append(args, w.boxed[:]...), w
+	}
+	args = append(args, "W", cost, st.boxed[0])
+	return appendClass(append(args, w.boxed[:]...), st, l, class, peek), w
 }
 
 // nowArg is the now a script takes: "" for the server's TIME, or the test
@@ -739,10 +796,12 @@ func ended(ctx context.Context) error {
 // limitArgs are the arguments of one limit that are the same in every
 // decision, as reserve.lua's ARGV wants them, boxed once: GCRA: T, DVT;
 // window: rate; rolling: rate, P, W; concurrency: rate, TTL (µs). Boxing
-// them per call cost an allocation each.
+// them per call cost an allocation each. A limit with classes or a paced
+// window has its class arguments too (classes.go).
 type limitArgs struct {
 	l     quota.Limit // the limit as they were made: a limit changed since is made again
 	boxed [3]any
+	classArgs
 }
 
 // limitArgs returns the static arguments of l: the cached ones when l is
@@ -750,11 +809,11 @@ type limitArgs struct {
 func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 	cache := s.limits.Load()
 	if cache != nil {
-		if a := (*cache)[l]; a != nil && a.l == *l {
+		if a := (*cache)[l]; a != nil && a.l.Equal(l) {
 			return a
 		}
 	}
-	a := &limitArgs{l: *l}
+	a := &limitArgs{l: l.Clone()}
 	switch l.Kind {
 	case quota.GCRA:
 		a.boxed = [3]any{l.Interval(), l.Tolerance()}
@@ -764,6 +823,9 @@ func (s *Store) limitArgs(l *quota.Limit) *limitArgs {
 		a.boxed = [3]any{l.Rate, l.Period.Microseconds()}
 	default:
 		a.boxed = [3]any{l.Rate}
+	}
+	if l.Reserve != nil || l.Pace {
+		a.classArgs = makeClassArgs(l)
 	}
 	// Limits come from configuration, so the map settles after the first
 	// decisions.
@@ -833,20 +895,6 @@ func windowStarts(cal quota.Calendar, now time.Time) [5]int64 {
 	return [5]int64{s0.UnixMicro(), s1.UnixMicro(), e1.UnixMicro(), e2.UnixMicro(), e3.UnixMicro()}
 }
 
-// learnedKeys appends to keys (req's, as keys returns them) the learned
-// key of each of req's learning items, in stack order (reserve.lua's KEYS
-// after the pause keys), and returns them with their count.
-func (s *Store) learnedKeys(req *quota.Request, keys []string) ([]string, int) {
-	nl := 0
-	for i := range req.Items {
-		if req.Items[i].Limit.Learn {
-			keys = append(keys, s.learnedKey(keys[i]))
-			nl++
-		}
-	}
-	return keys, nl
-}
-
 // learnedRates sets the Status.Rate of each learning item of req to the
 // rate the decision d ran it at.
 func learnedRates(req *quota.Request, d decision) {
@@ -868,7 +916,8 @@ func learnArgs(args []any, st *limitArgs, l *quota.Limit, cost int64) []any {
 
 // keys returns the Redis keys of req: its items, then its pauses, then
 // its Over pause when the store reads it (readsOver), on a Redis Cluster
-// its copy in the slot of req's tag. They share one allocation.
+// its copy in the slot of req's tag, on a Ring its copy on req's shard
+// (which has one name on every shard). They share one allocation.
 func (s *Store) keys(req *quota.Request) []string {
 	tag := quota.SafeKey(req.Tag)
 	n := len(req.Items)
@@ -885,8 +934,11 @@ func (s *Store) keys(req *quota.Request) []string {
 	if s.readsOver(req) {
 		overTag = quota.SafeKey(req.Over.Tag)
 		parts = append(parts, quota.SafeKey(req.Over.Key))
-		if s.cluster {
+		switch {
+		case s.cluster:
 			filler = fillers().filler(slot(tag))
+		case s.ring:
+			filler = overTag // ringCopyKey: the same name on every shard
 		}
 	}
 	total := 0
@@ -929,16 +981,20 @@ func (s *Store) keys(req *quota.Request) []string {
 }
 
 // readsOver reports whether a decision of req reads its Over pause: it
-// has one, and the client is one server's (a *redis.Client, standalone or
-// behind Sentinel), where a script may read a key of any tag, or a Redis
-// Cluster's, where it reads the pause's copy in the slot of req's tag,
-// which PauseOver writes. A Ring runs a script on the shard of its first
-// key, placed by the Ring's own hashing of the tag, not by slot, so there
-// the pause is left out: the request is held by its own pauses alone
-// (package doc, "Keys").
+// has one. On one server's client (a *redis.Client, standalone or behind
+// Sentinel) a script may read a key of any tag, and reads the pause; on a
+// Redis Cluster's it reads the pause's copy in the slot of req's tag, on a
+// Ring's the copy on the shard of req's tag, which PauseOver writes. Any
+// other client (a user's own UniversalClient) leaves it out: the request
+// is held by its own pauses alone (package doc, "Keys").
 func (s *Store) readsOver(req *quota.Request) bool {
-	return req.Over.Tag != "" && (s.oneServer || s.cluster)
+	return req.Over.Tag != "" && (s.oneServer || s.copies())
 }
+
+// copies reports whether the store's client reads an Over pause through
+// copies that PauseOver writes and ResumeOver deletes: on a Redis Cluster
+// or a Ring.
+func (s *Store) copies() bool { return s.cluster || s.ring }
 
 // decision is a parsed reply of reserve.lua.
 type decision struct {
@@ -952,13 +1008,17 @@ type decision struct {
 	marks, prevs []int64
 	// learned is the rate each learning item ran at, in stack order.
 	learned []int64
+	// lanes is, per GCRA item with classes in stack order, the lane the
+	// decision charged (-1 when denied).
+	lanes []int64
 }
 
 var errReply = errors.New("malformed reply")
 
-// parseReserve checks and parses a reply of reserve.lua for n items: every
-// element's type, the count, and the ranges of the values.
-func parseReserve(v any, n, nl int) (decision, error) {
+// parseReserve checks and parses a reply of reserve.lua for n items, nl
+// of them learning and ng GCRA items with classes: every element's type,
+// the count, and the ranges of the values.
+func parseReserve(v any, n, nl, ng int) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
 	var d decision
 	if err, ok := v.(error); ok { // an error reply for this decision alone
@@ -968,8 +1028,8 @@ func parseReserve(v any, n, nl int) (decision, error) {
 	if !ok {
 		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
-	if len(vals) != 4+perItem*n+nl {
-		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl)
+	if len(vals) != 4+perItem*n+nl+ng {
+		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), 4+perItem*n+nl+ng)
 	}
 	var ints [4]int64
 	for i := range ints {
@@ -1022,6 +1082,17 @@ func parseReserve(v any, n, nl int) (decision, error) {
 				return d, fmt.Errorf("%w: learned rate %v (element %d)", errReply, vals[e], e)
 			}
 			d.learned[j] = x
+		}
+	}
+	if ng > 0 {
+		d.lanes = make([]int64, ng)
+		for j := range d.lanes {
+			e := 4 + perItem*n + nl + j
+			x, ok := vals[e].(int64)
+			if !ok || x < -1 || x >= quota.MaxClasses || (x < 0) == d.allowed {
+				return d, fmt.Errorf("%w: lane %v (element %d) of a decision allowed %v", errReply, vals[e], e, d.allowed)
+			}
+			d.lanes[j] = x
 		}
 	}
 	return d, nil

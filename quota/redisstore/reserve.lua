@@ -51,6 +51,9 @@ function below is a closure made per call, about 0.1 µs of Redis time
 whether it is used or not: the path of GCRA and window items (parse,
 slot, charge, flush) is a few functions, and the kinds that always go
 alone (rolling windows, concurrency) share one to parse and one to charge.
+The functions of limits with classes and paced windows are made only by
+a call that has one (classFns): a plain call runs 4 Lua instructions more
+for them than before they existed (of about 430 for a lone GCRA limit).
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -122,12 +125,54 @@ with a burst of floor(B*L/N): T = ceil(P/L), DVT = floor(B*L/N)*T, as
 quota.Limit.Learned does. Go bounds hi so that B*L stays below 2^51.
 Only a learning item reads it: one HGET.
 
+Classes. A limit with priority classes (package quota's doc, "Priority
+classes") and a paced window are items of their own kinds, upper-case, so
+that a plain item's path is what it was. A GCRA limit with classes ("G")
+is L lanes, each a plain GCRA state: the bottom lane (L-1) is the item
+key, lane q < L-1 a key of its own (Go's laneKey), read through the
+call's view like any GCRA key (one MGET for those not read yet). A
+request of class c admits at t by the earliest of its lanes: lane q >= c
+by its GCRA; lane q < c (borrowed) only when its tat is at or before now
+and t is within one whole-limit interval T of now, at t; a lane whose
+burst is below the cost never. It charges the lowest lane that admits at
+the slot and replies which (mark and prev are that lane's). A pause
+drains each lane as a GCRA limit of its own. Its remaining is the sum of
+the lanes' at the slot (each at most its burst), its reset after the
+latest. A Window, Rolling or Concurrency limit with classes ("W" with
+classes, "R", "C") reads its activity record, a hash beside the item key
+(class -> µs of its last admitted request, expiring ActiveFor after the
+last write), for the classes above the request's (one HMGET): the hold h
+is the sum of Hold(q) over those active (recorded within ActiveFor before
+now). It admits only with room for the cost and h: a window count + cost
++ h <= rate in the window of t, a rolling window sum + cost + h <= rate
+(past its horizon when expiries alone cannot make the room), a
+concurrency limit live + 1 + h <= rate. Admitting a class above the
+bottom records now as its activity (HSET and PEXPIRE). Go sends each
+lane's interval and tolerance and each class's hold precomputed, so the
+script does no basis-point arithmetic, and every figure stays an exact
+integer as above. Requests with classes are coalesced like any GCRA and
+window stack (activity records are written at once, so the next request
+of the call reads them), but never reuse the request before them.
+
+Pacing. A paced window ("W", pace rate Rl > 0: the rate, or for a class
+below the top the rate less the pace reserve) admits, in window [s, e)
+with D = e - s and F = floor(D / 100), a request that takes the count to
+x = count + cost + h at t >= s - F + ceil(x * (D / Rl)), computed as
+written (a double product of x and the double quotient D / Rl, then
+ceil), which is Go's float64 expression to the µs; a class below the top
+needs x <= Rl before e - F, and from e - F on paces at the whole rate.
+A window that cannot admit x at all sends the request to the next window,
+as an unpaced one does. D is below 2^52 µs, so every term is exact but
+the product, whose rounding the ceiling absorbs.
+
 KEYS  per request: its n item keys, in stack order, then its np pause
-      keys, then the nl learned keys of its learning items, in stack order
+      keys, then its nx extra keys, in stack order: a learning item's
+      learned key, a GCRA item with classes' lanes 0 .. L-2, a held
+      item's activity record
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
       request:
       its count of ARGV entries (these five included), max wait (µs), n,
-      np, nl, then per item either
+      np, nx, then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
         "a", cost, T, DVT, lead (µs)                  a GCRA limit charged
                                                       with a lead (its tat
@@ -137,8 +182,20 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
                                                       (T, DVT at rate N), or
         "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
         "r", cost, rate, P (µs), W (µs)               a rolling window, or
-        "c", rate, TTL (µs), lease id                 a concurrency limit
-      where cost is what the request counts for in that limit
+        "c", rate, TTL (µs), lease id                 a concurrency limit, or
+        "G", cost, T (µs), c, L, then per lane q = 0 .. L-1 its T_q, DVT_q
+                                                      a GCRA limit with classes,
+        "W", the "w" entries, Rl (0: not paced), 1 with classes (then the
+             class part) or 0                         a window with classes
+                                                      or paced,
+        "R", the "r" entries, the class part          a rolling window or
+        "C", the "c" entries, the class part          a concurrency limit
+                                                      with classes
+      where cost is what the request counts for in that limit, c the
+      request's class in it, and the class part: c, 1 when admitting
+      records c's activity (a class above the bottom) else 0, ActiveFor
+      (µs), then Hold(0) .. Hold(c-1); a peek sends the bottom class, so
+      that every class's activity is read
 Reply per request, either an error (the server's now is outside B0..B4,
       or a command failed, e.g. WRONGTYPE) or: allowed (1 or 0), now, t
       (the slot time), decider (0-based item, -1 none, -2 a pause), then
@@ -158,7 +215,11 @@ Reply per request, either an error (the server's now is outside B0..B4,
       lease expires, 0 when none is held), exists (1 when the key exists);
       then per pause key the time it holds requests back until, 0 when it
       is not in force.
-      Last, per learning item, in stack order, the rate L it ran at.
+      Then, per learning item, in stack order, the rate L it ran at.
+      Last, per GCRA item with classes, in stack order, the lane charged
+      (-1 when denied), and for a peek then each lane's remaining and
+      reset after (µs); for a peek, per held item, per class read, how
+      long its reserve stays held (µs, 0 when the class is not active).
 ]]
 
 -- now, slack, ttl and drain come from prelude.lua.
@@ -218,6 +279,12 @@ end
 -- id), live (the live leases), soonest (when they fill the limit, the
 -- soonest expiry).
 local items = {}
+
+-- cls holds the functions of limits with classes and paced windows
+-- (header, "Classes" and "Pacing"), made by classFns for the first item
+-- that needs them: a plain call does not pay for their closures (header,
+-- "Functions").
+local cls
 
 -- count returns the count of rolling item x's bucket b, reading it once.
 local function count(x, b)
@@ -281,13 +348,15 @@ end
 -- whose arguments start at ARGV[a]: a concurrency limit ("c"), with its
 -- live leases counted, or a rolling window ("r"), with its buckets expired
 -- by now walked over (header, "Rolling windows") and the earliest time it
--- admits.
-local function parseAlone(kind, k, a)
+-- admits. sk is the activity record of a limit with classes ("C", "R",
+-- whose class arguments follow), else nil.
+local function parseAlone(kind, k, a, sk)
   if kind == 'c' then
     local x = {kind = 'c', key = k, cost = 1, rate = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-      lid = ARGV[a + 3], live = 0, soonest = nil}
+      lid = ARGV[a + 3], live = 0, soonest = nil, h = 0}
+    if sk then cls.held(x, sk, a + 4) end
     x.live = redis.call('ZCOUNT', k, '(' .. string.format('%d', now), '+inf')
-    if x.live >= x.rate then
+    if x.live + 1 + x.h > x.rate then
       local first = redis.call('ZRANGE', k, '(' .. string.format('%d', now), '+inf',
         'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
       x.soonest = tonumber(first[2])
@@ -297,7 +366,8 @@ local function parseAlone(kind, k, a)
   local P, W = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local x = {kind = 'r', key = k, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]),
     per = P, wid = W, sum = 0, old = nil, new = nil, reset = nil, gone = {}, due = now,
-    rb = nil, rs = 0, rc = {}}
+    rb = nil, rs = 0, rc = {}, h = 0}
+  if sk then cls.held(x, sk, a + 5) end
   local v = redis.call('HMGET', k, 'sum', 'old', 'new', 'width')
   local sum, old, new = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
   if sum == nil or old == nil or new == nil or tonumber(v[4]) ~= W or new + W + P <= now then
@@ -315,19 +385,206 @@ local function parseAlone(kind, k, a)
     old = b
   end
   x.sum, x.old, x.new, x.rb, x.rs = sum, old, new, old, sum
-  -- The earliest time it admits: when the oldest buckets have expired.
-  local e = now
-  while x.rs + x.cost > x.rate and x.rb <= new do
+  -- The earliest time it admits: when the oldest buckets have expired;
+  -- past its horizon when the classes above hold more than expiries free.
+  local e, need = now, x.cost + x.h
+  while x.rs + need > x.rate and x.rb ~= nil and x.rb <= new do
     e = x.rb + W + P
     rollAt(x, e)
   end
+  if x.rs + need > x.rate then e = now + P + W + 1 end
   x.due = e
   return x
 end
 
+-- classFns makes cls.
+local function classFns()
+  -- held reads, for item x of a limit with classes whose class arguments
+  -- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
+  -- "Classes"), the activity record sk, and sets x.h, what the active
+  -- classes above the request's keep from it, and what charging it writes
+  -- (x.sk, x.sc, x.sw, x.span). A peek keeps the record read (x.seen).
+  local function held(x, sk, a)
+    local c = tonumber(ARGV[a])
+    x.sk, x.sc, x.sw, x.span, x.h = sk, c, ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), 0
+    if c == 0 then return end
+    local f = {}
+    for q = 1, c do f[q] = q - 1 end
+    local v = redis.call('HMGET', sk, unpack(f))
+    for q = 1, c do
+      local at = tonumber(v[q])
+      if at and at > 0 and at + x.span > now then x.h = x.h + tonumber(ARGV[a + 2 + q]) end
+      v[q] = at or 0
+    end
+    if peek then x.seen = v end
+  end
+
+  -- parseLanes returns the item of a GCRA limit with classes ("G") whose
+  -- item key, the bottom lane's, is k, whose arguments start at ARGV[a] and
+  -- whose other lanes' keys follow KEYS[xk] (header, "Classes"): per lane q
+  -- (0-based, the top first) its key, interval and tolerance (lk, lT, ldvt),
+  -- its stored tat (lst, 0 when missing) and tat (ltat), read through the
+  -- view, those not read yet in one MGET.
+  local function parseLanes(k, a, xk)
+    local L = tonumber(ARGV[a + 4])
+    local x = {kind = 'G', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+      c = tonumber(ARGV[a + 3]), L = L, lk = {}, lT = {}, ldvt = {}, lst = {}, ltat = {}, lane = -1}
+    local miss
+    for q = 0, L - 1 do
+      local key = k
+      if q < L - 1 then key = KEYS[xk + q + 1] end
+      x.lk[q], x.lT[q], x.ldvt[q] = key, tonumber(ARGV[a + 5 + 2 * q]), tonumber(ARGV[a + 6 + 2 * q])
+      if gval[key] == nil then
+        miss = miss or {}
+        miss[#miss + 1] = key
+      end
+    end
+    if miss then
+      local v = redis.call('MGET', unpack(miss))
+      for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+    end
+    for q = 0, L - 1 do
+      x.lst[q] = gval[x.lk[q]]
+      x.ltat[q] = math.max(x.lst[q], now)
+    end
+    return x
+  end
+
+  -- laneAt returns the earliest time at or after t at which lane q of item
+  -- x, a GCRA limit with classes, admits its cost, or nil when it cannot:
+  -- the request's own lane and those below it by their GCRA; a lane above
+  -- it only when full now, for a slot within one interval of the whole
+  -- limit from now (header, "Classes").
+  local function laneAt(x, q, t)
+    local n, T, dvt = x.cost, x.lT[q], x.ldvt[q]
+    if n * T > dvt then return nil end
+    if q >= x.c then return math.max(t, x.ltat[q] + n * T - dvt) end
+    if x.ltat[q] <= now and t <= now + x.T then return t end
+    return nil
+  end
+
+  -- paced returns the earliest time at or after t at which window k of the
+  -- paced window item x admits a request that takes its count to v, or nil
+  -- when that window cannot (header, "Pacing").
+  local function paced(x, k, t, v)
+    local s, e = x.bs[k], x.bs[k + 1]
+    local D = e - s
+    local F = math.floor(D / 100)
+    local rl = x.rl
+    if v <= rl then
+      local u = math.max(t, s - F + math.ceil(v * (D / rl)))
+      if rl == x.rate or u < e - F then return u end
+    end
+    if v <= x.rate then return math.max(t, e - F, s - F + math.ceil(v * (D / x.rate))) end
+    return nil
+  end
+
+  -- chargeLanes charges item x, a GCRA limit with classes, at slot t when
+  -- allowed, in the call's view: the lowest lane that admits it then (its
+  -- own before one above it), which it remembers (x.lane). It returns the
+  -- item's remaining (the sum of the lanes') and reset after (the latest
+  -- lane's), the tat set and the stored tat it replaced; a peek keeps each
+  -- lane's remaining and reset after (x.lrem, x.lreset).
+  local function chargeLanes(x, allowed, t)
+    local at, lane, set, mark, prev = now, -1, 0, 0, 0
+    if allowed then
+      at = t
+      for q = x.L - 1, 0, -1 do
+        if laneAt(x, q, t) == t then lane = q break end
+      end
+      local k = x.lk[lane]
+      set = math.max(x.ltat[lane], t) + x.cost * x.lT[lane]
+      if not gw[k] then
+        gw[k] = true
+        gorder[#gorder + 1] = k
+      end
+      gval[k] = set
+      mark, prev = set, x.lst[lane]
+    end
+    x.lane = lane
+    local rem, reset = 0, 0
+    if peek then x.lrem, x.lreset = {}, {} end
+    for q = 0, x.L - 1 do
+      local tat = x.ltat[q]
+      if q == lane then tat = set end
+      local r = math.floor((x.ldvt[q] - (math.max(tat, at) - at)) / x.lT[q])
+      if r < 0 then r = 0 end
+      rem = rem + r
+      if tat - now > reset then reset = tat - now end
+      if peek then x.lrem[q], x.lreset[q] = r, math.max(tat - now, 0) end
+    end
+    return rem, reset, mark, prev
+  end
+
+  -- classReply does, for the n items of a request decided (allowed or
+  -- not), what items with classes add once their figures are in reply:
+  -- an admission of a class above the bottom records its activity, now,
+  -- for ActiveFor; and it appends to reply (header, "Reply") per GCRA
+  -- item with classes the lane charged (-1 when denied), and for a peek
+  -- each lane's remaining and reset after, and per held item how long
+  -- each class read stays active.
+  local function classReply(reply, n, allowed)
+    for i = 1, n do
+      local x = items[i]
+      if x.kind == 'G' then
+        reply[#reply + 1] = x.lane
+        if peek then
+          for q = 0, x.L - 1 do
+            reply[#reply + 1] = x.lrem[q]
+            reply[#reply + 1] = x.lreset[q]
+          end
+        end
+      elseif x.sk then
+        if allowed and x.sw then
+          redis.call('HSET', x.sk, x.sc, now)
+          redis.call('PEXPIRE', x.sk, ttl(x.span))
+        end
+        if peek then
+          for q = 1, x.sc do
+            local left = 0
+            if x.seen[q] > 0 then left = math.max(x.seen[q] + x.span - now, 0) end
+            reply[#reply + 1] = left
+          end
+        end
+      end
+    end
+  end
+
+  -- parseClassed returns the item of key k of a limit with classes or a
+  -- paced window (an upper-case kind) whose arguments start at ARGV[a],
+  -- whose extra keys follow KEYS[xk], the ARGV index after them and the
+  -- last extra key it read; or nil and an error reply. Like parseItems,
+  -- it fails an item whose key the call charged as another kind.
+  local function parseClassed(kind, k, a, xk)
+    if (kind == 'G' and winc ~= nil and winc[k] ~= nil) or (kind == 'W' and gw[k]) then
+      return nil, a, xk, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
+    end
+    local x
+    if kind == 'G' then
+      x = parseLanes(k, a, xk)
+      return x, a + 5 + 2 * x.L, xk + x.L - 1
+    elseif kind == 'W' then
+      local err
+      x, err = parseWindow(k, a)
+      if x == nil then return nil, a, xk, err end
+      x.kind, x.rl, x.h = 'W', tonumber(ARGV[a + 8]), 0
+      if ARGV[a + 9] ~= '1' then return x, a + 10, xk end
+      held(x, KEYS[xk + 1], a + 10)
+      return x, a + 13 + x.sc, xk + 1
+    end
+    -- 'C', 'R'
+    x = parseAlone(string.lower(kind), k, a, KEYS[xk + 1])
+    if kind == 'C' then a = a + 4 else a = a + 5 end
+    return x, a + 3 + x.sc, xk + 1
+  end
+
+  cls = {held = held, laneAt = laneAt, paced = paced, parseClassed = parseClassed,
+    chargeLanes = chargeLanes, classReply = classReply}
+end
+
 -- parseItems fills items with the n items of the request whose keys start
 -- after KEYS[kb] and whose items' arguments start at ARGV[a] (np pause
--- keys follow its item keys, then its learned keys), GCRA and window
+-- keys follow its item keys, then its extra keys), GCRA and window
 -- state read through the view. It returns the rates its learning items
 -- run at (header, "Learning"; nil when it has none), or nil and an error
 -- reply. A request that meets a key the call charged as a limit of
@@ -336,7 +593,9 @@ end
 -- would alone once the other's write was in: the flush writes each key as
 -- one kind only.
 local function parseItems(kb, a, n, np)
-  local learned
+  -- xk: the last extra key (learned, lanes, activity records) read, once
+  -- one is.
+  local learned, xk
   for i = 1, n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
     local gcra = kind == 'g' or kind == 'l' or kind == 'a'
@@ -355,7 +614,8 @@ local function parseItems(kb, a, n, np)
         -- Run at the rate its learned key records, clamped to [N, hi].
         local P, N, B, hi = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
         learned = learned or {}
-        local L = tonumber(redis.call('HGET', KEYS[kb + n + np + #learned + 1], 'limit')) or N
+        xk = (xk or kb + n + np) + 1
+        local L = tonumber(redis.call('HGET', KEYS[xk], 'limit')) or N
         L = math.min(math.max(L, N), hi)
         if L ~= N then
           x.T = math.floor((P + L - 1) / L)
@@ -371,6 +631,11 @@ local function parseItems(kb, a, n, np)
         a = a + 1
       end
       a = a + 4
+    elseif kind == 'w' then
+      local err
+      x, err = parseWindow(k, a)
+      if x == nil then return nil, err end
+      a = a + 8
     elseif kind == 'c' then
       x = parseAlone(kind, k, a)
       a = a + 4
@@ -378,10 +643,10 @@ local function parseItems(kb, a, n, np)
       x = parseAlone(kind, k, a)
       a = a + 5
     else
+      if cls == nil then classFns() end
       local err
-      x, err = parseWindow(k, a)
+      x, a, xk, err = cls.parseClassed(kind, k, a, xk or kb + n + np)
       if x == nil then return nil, err end
-      a = a + 8
     end
     items[i] = x
   end
@@ -464,6 +729,10 @@ local function slotTime(n, paused)
       local x = items[i]
       if x.kind == 'g' then
         x.tat = math.max(x.tat, paused + math.min(x.dvt, drain) - x.cost * x.T)
+      elseif x.kind == 'G' then
+        for q = 0, x.L - 1 do
+          x.ltat[q] = math.max(x.ltat[q], paused + math.min(x.ldvt[q], drain) - x.cost * x.lT[q])
+        end
       end
     end
   end
@@ -487,6 +756,31 @@ local function slotTime(n, paused)
           e = x.bs[k + 1]
           beyond = e >= x.bs[x.hz]
         end
+      elseif kind == 'G' then
+        e = nil
+        for q = 0, x.L - 1 do
+          local f = cls.laneAt(x, q, t)
+          if f ~= nil and (e == nil or f < e) then e = f end
+        end
+        if e == nil then e, beyond = t, true end
+      elseif kind == 'W' then
+        local k = slot(x, t)
+        if k == nil then
+          beyond = true
+        else
+          local v, f = x.cnt[k] + x.cost + x.h, nil
+          if x.rl > 0 then
+            f = cls.paced(x, k, t, v)
+          elseif v <= x.rate then
+            f = t
+          end
+          if f == nil then
+            e = x.bs[k + 1]
+            beyond = e >= x.bs[x.hz]
+          else
+            e = f
+          end
+        end
       end
       if e > t then t, decider, moved = e, i - 1, true end
       if beyond then break end
@@ -496,7 +790,7 @@ local function slotTime(n, paused)
   end
   for i = 1, n do
     local x = items[i]
-    if x.kind == 'c' and x.live + 1 > x.rate then return t, i - 1, ok, x end
+    if x.kind == 'c' and x.live + 1 + x.h > x.rate then return t, i - 1, ok, x end
   end
   return t, decider, ok, nil
 end
@@ -550,6 +844,16 @@ local function peekItem(reply, r, x, rem)
     used = math.floor(x.dvt / x.T) - rem
     local over = x.tat - now - x.dvt
     if over > 0 then debt = math.ceil(over / x.T) end
+  elseif x.kind == 'G' then
+    for q = 0, x.L - 1 do
+      used = used + math.floor(x.ldvt[q] / x.lT[q])
+      local over = x.ltat[q] - now - x.ldvt[q]
+      if over > 0 then debt = debt + math.ceil(over / x.lT[q]) end
+    end
+    used = used - rem
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = used, ahead, debt, soon
+    reply[r + 5] = math.min(redis.call('EXISTS', unpack(x.lk, 0, x.L - 1)), 1)
+    return
   elseif x.kind == 'c' then
     used = x.live
     if used > 0 then
@@ -592,7 +896,7 @@ local function replyItems(reply, n, allowed, t)
       else
         rem, reset = math.floor((dvt - (x.tat - now)) / T), x.tat - now
       end
-    elseif kind == 'w' then
+    elseif kind == 'w' or kind == 'W' then
       local b, k = x.bs, x.j
       if allowed then
         k = slot(x, t)
@@ -621,6 +925,8 @@ local function replyItems(reply, n, allowed, t)
         x.cnt[k] = x.cnt[k] + x.cost
       end
       rem, reset = x.rate - x.cnt[k], b[k + 1] - now
+    elseif kind == 'G' then
+      rem, reset, mark, prev = cls.chargeLanes(x, allowed, t)
     else
       rem, reset, mark = chargeAlone(x, allowed, t)
     end
@@ -655,6 +961,7 @@ local function decide(kb, ab)
   if learned then
     for _, L in ipairs(learned) do reply[#reply + 1] = L end
   end
+  if cls then cls.classReply(reply, n, allowed) end
   return reply
 end
 

@@ -482,7 +482,7 @@ func TestClockSkewBeyondAWindowIsAnError(t *testing.T) {
 	v, err := st.call(context.Background(), []*pending{{keys: []string{st.prefix + "{v}:w"},
 		args: []any{nil, nil, nil, 13, 0, 1, 0, 0, "w", 1, 5, b[0], b[1], b[2], b[3], b[4]}}})
 	if err == nil {
-		_, err = parseReserve(v, 1, 0)
+		_, err = parseReserve(v, 1, 0, 0)
 	}
 	if err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Errorf("script with windows of 2020: %v, want a clock skew error", err)
@@ -619,7 +619,7 @@ func TestParseReserveRejectsMalformed(t *testing.T) {
 	good := func() []any {
 		return []any{int64(1), int64(100), int64(150), int64(0), int64(3), int64(10), int64(170), int64(160)}
 	}
-	if _, err := parseReserve(good(), 1, 0); err != nil {
+	if _, err := parseReserve(good(), 1, 0, 0); err != nil {
 		t.Fatalf("good reply: %v", err)
 	}
 	bad := map[string]any{
@@ -637,7 +637,7 @@ func TestParseReserveRejectsMalformed(t *testing.T) {
 		"nested array":      func() []any { v := good(); v[4] = []any{int64(1)}; return v }(),
 	}
 	for name, v := range bad {
-		if _, err := parseReserve(v, 1, 0); !errors.Is(err, errReply) {
+		if _, err := parseReserve(v, 1, 0, 0); !errors.Is(err, errReply) {
 			t.Errorf("%s: error %v, want a malformed reply error", name, err)
 		}
 	}
