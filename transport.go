@@ -46,6 +46,8 @@ type Transport struct {
 	failover failover
 	// leases holds the leases of the requests in flight.
 	leases *leases
+	// ahead holds the quota taken ahead (ahead.go).
+	ahead aheadPools
 	// plans keeps what the WithPlans function named (plans.go), and
 	// planOf is its lookup, made once so that a request copies it
 	// without an allocation; both nil without WithPlans.
@@ -315,7 +317,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			q.MaxWait = max(left, 0)
 		}
 	}
-	rsv, err := t.failover.reserve(ctx, p, &q)
+	rsv, err := t.reserve(ctx, &res, &q)
 	if err == nil {
 		rsv, err = t.admit(ctx, p, &q, rsv, limit, start.Add(q.MaxWait))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/providers"
+	"github.com/fleetquota/throttle/quota"
 )
 
 // nopTransport answers every request with one shared response, so that
@@ -74,4 +75,37 @@ func BenchmarkTransportVendorCounters(b *testing.B) {
 	h.Set("X-RateLimit-Resource", "core")
 	benchTransportWith(b, "https://api.vendor.test/v1/items",
 		benchYAML+"    sync: {format: x-ratelimit, counters: {core: daily}}\n", h)
+}
+
+// BenchmarkTransportAhead is a throttled request of a one-limit stack
+// that takes quota ahead, on a shared store (a MemoryStore given with
+// WithStore, standing for Redis): nearly every request is served from
+// the process's pool of slots, without a store call.
+func BenchmarkTransportAhead(b *testing.B) {
+	const yaml = `
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    ahead: {period: 100ms}
+    limits: [{name: peak, limit: 1000000/s, burst: 1000000000000}]
+`
+	cfg, err := providers.Load("bench.yaml", []byte(yaml))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := nopTransport{&http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}}
+	rt, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(base),
+		throttle.WithStore(quota.NewMemoryStore(quota.MemoryOptions{})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	req, _ := http.NewRequest("GET", "https://api.vendor.test/v1/items", nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := rt.RoundTrip(req); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -38,6 +38,7 @@
 //	    signals: {...}              # see Signals
 //	    sync: {...}                 # see Sync
 //	    priority: {...}             # see Priority classes
+//	    ahead: {period: 200ms}      # see Ahead
 //	    limits: [...]               # see Limits; apply to every request
 //	    routes: [...]               # see Routes
 //	    plans: {...}                # see Plans
@@ -316,6 +317,25 @@
 // small to split into its lanes (quota.Limit.Lanes: each class above the
 // bottom needs at least one event per period and a burst of one, and the
 // bottom lane every route's cost).
+//
+// # Ahead
+//
+// ahead (on a provider, for each of its GCRA limits, or on one GCRA limit,
+// whose own replaces it; false leaves a limit out) is the period of quota
+// taken ahead: a process reserves the slots it expects to use in that
+// period in one store call and decides its requests against them
+// locally (Limit.Ahead, Resolution.Ahead; docs/decisions.md, "Quota
+// taken ahead"):
+//
+//	ahead: {period: 200ms}
+//
+// ahead on a calendar or rolling window, a concurrency limit, a learning
+// limit, a limit with priority classes (a reserve, its own or the
+// provider's) or pacing, or a limit a sync counter or a settled figure is
+// mapped to, a period below MinAheadPeriod or above half the limit's
+// burst span (burst × interval), are errors. A provider-wide ahead on a
+// provider with reserves therefore needs ahead: false (or reserve: 0%) on
+// each of its GCRA limits that keeps a reserve.
 //
 // # Variables
 //

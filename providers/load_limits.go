@@ -28,7 +28,7 @@ type limitNodes struct {
 
 var limitFields = []string{
 	"name", "limit", "rate", "period", "burst", "quota", "per", "resets", "timezone",
-	"rolling", "scope", "missing", "only", "learn", "reserve", "pace",
+	"rolling", "scope", "missing", "only", "learn", "reserve", "pace", "ahead",
 }
 
 func (l *loader) limits(n *yaml.Node, path string, bp int64, names map[string]string) ([]Limit, []*limitNodes) {

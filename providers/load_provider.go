@@ -9,7 +9,7 @@ import (
 var providerFields = []string{
 	"hosts", "source", "read", "limits", "routes", "on_limit", "max_wait", "headroom",
 	"mode", "on_store_error", "local_share", "signals", "keys", "sync", "settle", "priority",
-	"plans", "default_plan",
+	"plans", "default_plan", "ahead",
 }
 
 // provider decodes one provider. It returns nil only when v is not a
@@ -66,6 +66,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	}
 	l.limitPriority(p, f["priority"], append(limitNodes, routeNodes...))
 	l.checkLearners(p, append(limitNodes, routeNodes...))
+	l.aheads(p, f["ahead"], path, append(limitNodes, routeNodes...))
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
 	}

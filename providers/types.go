@@ -210,6 +210,11 @@ type Limit struct {
 	// Only, when not empty, restricts the limit to requests whose scope
 	// value is one of these; it is left out of every other request's stack.
 	Only []string
+	// Ahead is the period of quota taken ahead (the "ahead" field, the
+	// limit's own or its provider's): a process reserves the slots it
+	// expects to use in that period in one store call and spends them
+	// locally (Resolution.Ahead). Zero: off.
+	Ahead time.Duration
 }
 
 // A Route is a method and path pattern of a provider that adds limits and
@@ -300,6 +305,9 @@ type Provider struct {
 	// Priority, when set, declares the provider's priority classes (the
 	// "priority" field): who slows first when its limits are short.
 	Priority *Priority
+	// Ahead is the provider's "ahead" period, which its GCRA limits take
+	// unless they say otherwise (Limit.Ahead); zero when not given.
+	Ahead time.Duration
 
 	// tenant is, with Keys PerTenant, the scope every limit has.
 	tenant Scope

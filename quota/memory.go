@@ -333,6 +333,9 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 			items[i].initFair(s, tag, req.Items[i].Key, req.Share, req.Appointment, now)
 		}
 	}
+	if lead := req.LeadMicros(); lead > 0 {
+		leadAll(items, now+lead)
+	}
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
 	full, soonest := fullLease(items)

@@ -124,6 +124,18 @@ type Request struct {
 	// Deferred result gave it: its lane slot is booked already (package
 	// doc "Fair share"). Items whose limit is not Fair ignore it.
 	Appointment bool
+	// Lead, when positive, places what the request charges to each GCRA
+	// limit at least Lead after now on the limit's schedule: the limit
+	// decides and charges as if its stored theoretical arrival time were
+	// at least now + Lead (the time between is given up: capacity nobody
+	// used). A request of cost k admitted with a lead holds k slots that
+	// may each be spent at any time from its slot until now + Lead on the
+	// store's clock without exceeding the limit: how a process takes
+	// quota ahead (docs/decisions.md, "Quota taken ahead"). Other kinds
+	// of limit ignore it; a learning GCRA limit, one with priority
+	// classes (a Reserve) and a Fair one refuse it. Above LongestWait it counts as
+	// LongestWait.
+	Lead time.Duration
 }
 
 // LongestWait is the longest wait a store grants: a Request's MaxWait above
@@ -138,6 +150,12 @@ const LongestWait = MaxExact * time.Microsecond
 // store compares a slot's wait with.
 func (r *Request) MaxWaitMicros() int64 {
 	return min(r.MaxWait, LongestWait).Microseconds()
+}
+
+// LeadMicros returns r.Lead in µs, at most LongestWait: what a store
+// adds to now for a GCRA limit's least theoretical arrival time.
+func (r *Request) LeadMicros() int64 {
+	return min(r.Lead, LongestWait).Microseconds()
 }
 
 // Micros converts a store's µs to a Duration, saturating instead of
@@ -171,6 +189,9 @@ func (r *Request) Validate() error {
 	if r.MaxWait < 0 {
 		return fmt.Errorf("%w request: max wait %v is negative", ErrInvalid, r.MaxWait)
 	}
+	if r.Lead < 0 {
+		return fmt.Errorf("%w request: lead %v is negative", ErrInvalid, r.Lead)
+	}
 	for i := range r.Items {
 		it := &r.Items[i]
 		if it.Limit == nil {
@@ -184,6 +205,24 @@ func (r *Request) Validate() error {
 		}
 		if it.Cost < 0 {
 			return fmt.Errorf("%w limit %q: cost %d is negative", ErrInvalid, it.Limit.Name, it.Cost)
+		}
+		if r.Lead > 0 && it.Limit.Learn {
+			// Its interval follows the vendor's figure, so slots taken
+			// ahead would be spaced at a rate it may no longer run at.
+			return fmt.Errorf("%w limit %q: a learning limit cannot be charged with a lead", ErrInvalid, it.Limit.Name)
+		}
+		if r.Lead > 0 && it.Limit.Kind == GCRA && it.Limit.Reserve != nil {
+			// A lead places a charge on one schedule; a limit with
+			// classes keeps one per class (its lanes), and a batch
+			// taken ahead would be charged in one lane for requests
+			// of any class.
+			return fmt.Errorf("%w limit %q: a limit with priority classes cannot be charged with a lead", ErrInvalid, it.Limit.Name)
+		}
+		if r.Lead > 0 && it.Limit.Fair {
+			// A fair limit is booked only near now, and its slots are
+			// its tenants' (package doc "Fair share"): slots taken
+			// ahead by one process would be no tenant's.
+			return fmt.Errorf("%w limit %q: a fair limit cannot be charged with a lead", ErrInvalid, it.Limit.Name)
 		}
 		if c, capacity := r.CostOf(i), it.Limit.Capacity(); c > capacity {
 			return fmt.Errorf("%w limit %q: cost %d exceeds its capacity %d, so it could never be admitted",

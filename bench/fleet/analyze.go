@@ -81,6 +81,17 @@ type Figures struct {
 	KindUtilization             float64
 	MaxInFlight                 int64
 	TokensServed, TokensAllowed int64
+	// Far Redis (Scenario.FarRedis): the latency throttle added to the
+	// requests it sent (from the client's call to the request leaving
+	// for the vendor) and to all of them, refusals included; the Redis
+	// commands its workers sent per request that reached it.
+	AddedP50, AddedP99       time.Duration
+	AddedAllP50, AddedAllP99 time.Duration
+	CommandsPerRequest       float64
+	// SteadyUtilization is Utilization over the last three quarters of
+	// the run: what a busy spell's start (a process's first batches, the
+	// slots taken ahead of the first) costs is left out.
+	SteadyUtilization float64
 	// Flows is the figures of a scenario with flows (classes, pacing,
 	// tenants); nil for the others.
 	Flows *FlowSummary `json:",omitempty"`
@@ -143,6 +154,7 @@ func Analyze(r *RunResult) Figures {
 		f.AccMax = time.Duration(acc[len(acc)-1])
 	}
 	kindFigures(&f, r)
+	addedFigures(&f, r)
 	f.Flows = flowSummary(r, &f)
 	if r.Decisions > 0 {
 		f.ScriptsPerDecision = float64(r.DecisionScripts) / float64(r.Decisions)
@@ -161,6 +173,38 @@ func Analyze(r *RunResult) Figures {
 		f.RedisCPU = time.Duration(float64(r.RedisCPU) / d)
 	}
 	return f
+}
+
+// addedFigures computes the added latency and the Redis commands per
+// request of a far-redis run.
+func addedFigures(f *Figures, r *RunResult) {
+	if r.Scenario.FarRedis <= 0 {
+		return
+	}
+	var sent, all []int64
+	for i, d := range r.Added {
+		all = append(all, d)
+		if i < len(r.AddedSent) && r.AddedSent[i] {
+			sent = append(sent, d)
+		}
+	}
+	sort.Slice(sent, func(i, j int) bool { return sent[i] < sent[j] })
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	f.AddedP50, f.AddedP99 = pct(sent, 0.5), pct(sent, 0.99)
+	f.AddedAllP50, f.AddedAllP99 = pct(all, 0.5), pct(all, 0.99)
+	if f.Decisions > 0 {
+		f.CommandsPerRequest = float64(r.Commands) / float64(f.Decisions)
+	}
+	from := r.Start + int64(r.Scenario.Duration)/4
+	var served int64
+	for _, a := range r.Arrivals {
+		if !a.Throttled && a.At.UnixNano() >= from {
+			served++
+		}
+	}
+	if id := idealFrom(r, from); id > 0 {
+		f.SteadyUtilization = float64(served) / float64(id)
+	}
 }
 
 // shifted returns a copy of arrivals with every time moved by d ns.
@@ -308,7 +352,12 @@ func maxIn(sorted []int64, w int64) int64 {
 // perfect client would have had served. In wait mode a request may go at
 // the earliest time within max wait (and before the run's end), in
 // arrival order, as slots are reserved.
-func ideal(r *RunResult) int64 {
+func ideal(r *RunResult) int64 { return idealFrom(r, 0) }
+
+// idealFrom is ideal counting only the intents at or after from (ns
+// since the epoch); the ones before it still take their share of the
+// limits.
+func idealFrom(r *RunResult, from int64) int64 {
 	type ev struct {
 		at, cost int64
 		biz      string
@@ -348,7 +397,7 @@ func ideal(r *RunResult) int64 {
 			continue
 		}
 		if e.phantom || !r.Scenario.Wait {
-			if ok, _ := st.Admit(time.Unix(0, e.at), e.biz, e.cost); ok && !e.phantom {
+			if ok, _ := st.Admit(time.Unix(0, e.at), e.biz, e.cost); ok && !e.phantom && e.at >= from {
 				n++
 			}
 			continue

@@ -111,6 +111,48 @@ func TestSharedAccountScenario(t *testing.T) {
 	}
 }
 
+// TestFarRedisScenario runs far-redis-1000 briefly, Redis behind the
+// delaying proxy, with throttle and throttle-ahead, and checks that the
+// far-redis figures were measured (added latency, Redis commands per
+// request) and that taking ahead took batches (fewer commands per
+// request than decisions alone), not the figures themselves.
+func TestFarRedisScenario(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not in PATH: run `make redis` at the repository root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs, err := Run(ctx, Options{
+		Duration: 2 * time.Second, Processes: 2, Goroutines: 8,
+		Scenarios: []string{"far-redis-1000"}, Exe: os.Args[0],
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Algo != AlgoThrottle || runs[1].Algo != AlgoThrottleAhead {
+		t.Fatalf("got %d runs, want throttle and throttle-ahead", len(runs))
+	}
+	plain, ahead := Analyze(runs[0]), Analyze(runs[1])
+	for _, f := range []Figures{plain, ahead} {
+		if f.Served == 0 || f.AddedP50 == 0 || f.CommandsPerRequest == 0 || f.Overshoot != 0 {
+			t.Errorf("%s: served %d, added p50 %v, %.3f commands per request, overshoot %d: want figures, and no overshoot",
+				f.Algo, f.Served, f.AddedP50, f.CommandsPerRequest, f.Overshoot)
+		}
+	}
+	// Plain decisions through a 40 ms round trip share calls (about two
+	// in flight per process); a batch serves several requests.
+	if ahead.CommandsPerRequest >= plain.CommandsPerRequest {
+		t.Errorf("taking ahead: %.3f commands per request, plain %.3f: want fewer", ahead.CommandsPerRequest, plain.CommandsPerRequest)
+	}
+	dir := t.TempDir()
+	if err := WriteReport(dir, runs, Meta{Command: "`go test`", Began: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "REPORT.md")); !strings.Contains(string(b), "| far-redis-1000 | throttle-ahead |") {
+		t.Errorf("REPORT.md has no far-redis row")
+	}
+}
+
 // TestProxyScenario runs the proxy scenario briefly, with a real
 // "throttle proxy" process built from this checkout, and writes its
 // report section. It checks that both paths were measured, not the
@@ -240,7 +282,7 @@ func TestVendorStack(t *testing.T) {
 		t.Errorf("counters: limit %q, remaining %q; want the daily quota's 2, 1", lim, rem)
 	}
 	// throttle syncs to the counter the vendor names.
-	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true, false)
+	cfg := throttleConfig(&Scenario{}, limits, v.Host(), 0, true, false, 0)
 	if name := resp.Header.Get("X-RateLimit-Resource"); !strings.Contains(cfg, "counters: {"+name+": daily}") {
 		t.Errorf("the vendor names its counter %q; throttle's configuration maps another:\n%s", name, cfg)
 	}

@@ -115,7 +115,7 @@ func TestFlowConfigs(t *testing.T) {
 	for _, name := range []string{"priority", "daily-pacing", "noisy-tenant"} {
 		sc := scenarioNamed(t, 4*time.Second, name)
 		for _, fcfs := range []bool{false, true} {
-			yaml := throttleConfig(&sc, sc.Configured(), "127.0.0.1:9", 0, true, fcfs)
+			yaml := throttleConfig(&sc, sc.Configured(), "127.0.0.1:9", 0, true, fcfs, 0)
 			if sc.needsFair() && !fcfs {
 				if !strings.Contains(yaml, "fair: tenant") || !strings.Contains(yaml, "weight4: {weight: 4}") ||
 					!strings.Contains(yaml, "tenants: {weight2: weight2, weight4: weight4}") {

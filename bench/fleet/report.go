@@ -83,6 +83,7 @@ func WriteReport(dir string, runs []*RunResult, meta Meta) error {
 		}
 	}
 	kindsSummary(&b, order, figs)
+	farRedisSummary(&b, order, byScenario, figs)
 	flowsSummary(&b, order, figs)
 	b.WriteString("\n## Summary: max overshoot (requests beyond a vendor limit) by scenario and algorithm\n\n| scenario |")
 	for _, a := range Algorithms {
@@ -391,6 +392,37 @@ func kindsSummary(b *strings.Builder, order []string, figs map[string][]Figures)
 		f := r.f
 		fmt.Fprintf(b, "| %s | %d | %s | %.2f | %.2f | %.2f | %s / %s | %d | %d |\n", r.name, f.Overshoot, pctStr(f.KindUtilization),
 			f.ScriptsPerDecision, f.DecisionsPerRequest, f.AfterPerRequest, dur(f.P50), dur(f.P99), f.Outcomes[OutRefused], f.Vendor429)
+	}
+}
+
+// farRedisSummary writes the table of the far-redis scenarios (issue
+// 22), when any ran.
+func farRedisSummary(b *strings.Builder, order []string, runs map[string][]*RunResult, figs map[string][]Figures) {
+	var names []string
+	for _, name := range order {
+		if runs[name][0].Scenario.FarRedis > 0 {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sc := runs[names[0]][0].Scenario
+	fmt.Fprintf(b, "\n## A Redis far away: throttle without and with quota taken ahead\n\n"+
+		"Redis %v away each way (a delaying proxy), 4 processes, fail fast; throttle-ahead takes quota ahead with "+
+		"`ahead: {period: %v}`. Added latency: from the client's call to the request leaving for the vendor, over the "+
+		"requests sent (and over all of them, refusals included). Redis commands: every command the workers sent after "+
+		"their warm-up (batches, decisions, give-backs, the pause subscription), per request. Utilization of the whole run, "+
+		"and of its last three quarters (left out: a busy spell's start, when a process takes its first batches and the "+
+		"slots of the first lie ahead of them).\n\n", sc.FarRedis, sc.AheadPeriod)
+	b.WriteString("| scenario | algorithm | offered | sent | refused | added p50 / p99 (sent) | added p50 / p99 (all) | Redis commands per request | utilization (last ¾) | max overshoot | vendor 429 |\n")
+	b.WriteString("|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|\n")
+	for _, name := range names {
+		for _, f := range figs[name] {
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %s / %s | %s / %s | %.3f | %s (%s) | %d | %d |\n", name, f.Algo, f.Intents, f.Sent,
+				f.Outcomes[OutRefused], dur(f.AddedP50), dur(f.AddedP99), dur(f.AddedAllP50), dur(f.AddedAllP99),
+				f.CommandsPerRequest, pctStr(f.Utilization), pctStr(f.SteadyUtilization), f.Overshoot, f.Vendor429)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/throttletest"
 )
 
@@ -66,6 +67,12 @@ type RunResult struct {
 	// Decisions is throttle's decisions that could reach Redis
 	// (workerResult).
 	Decisions int64 `json:"decisions,omitempty"`
+	// Added and AddedSent are throttle's added latency per request
+	// (workerResult.Added), and whether each was sent; Commands the
+	// Redis commands its workers sent after their warm-up.
+	Added     []int64 `json:"-"`
+	AddedSent []bool  `json:"-"`
+	Commands  int64   `json:"commands,omitempty"`
 	// Records is what happened to each request of a scenario with flows
 	// (workerResult).
 	Records []Record `json:"-"`
@@ -120,7 +127,7 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 	defer srv.stop()
 	var out []*RunResult
 	for _, sc := range Scenarios(opts.Duration) {
-		if !selected(opts.Scenarios, sc.Name) {
+		if !selected(opts.Scenarios, sc.Name) && (sc.Group == "" || !selected(opts.Scenarios, sc.Group)) {
 			continue
 		}
 		for _, algo := range Algorithms {
@@ -193,6 +200,17 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	if err != nil {
 		return nil, fmt.Errorf("INFO: %w", err)
 	}
+	// The workers reach Redis through a delaying proxy when the scenario
+	// puts it far away; the harness itself (stats, events) goes direct.
+	redisAddr := srv.addr
+	if sc.FarRedis > 0 {
+		far, err := redistest.NewDelay(srv.addr, sc.FarRedis)
+		if err != nil {
+			return nil, err
+		}
+		defer far.Close()
+		redisAddr = far.Addr
+	}
 
 	type proc struct {
 		cmd    *exec.Cmd
@@ -210,7 +228,7 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 	for i := range procs {
 		spec := workerSpec{
 			Index: i, Processes: opts.Processes, Goroutines: opts.Goroutines, Algo: algo,
-			Scenario: sc, Limits: res.Limits, RedisAddr: srv.addr, VendorURL: v.URL,
+			Scenario: sc, Limits: res.Limits, RedisAddr: redisAddr, VendorURL: v.URL,
 			Prefix: "bench:" + sc.Name + ":", Start: start, Virtual: res.Virtual,
 			ResultPath: filepath.Join(dir, "worker-"+strconv.Itoa(i)+".json"),
 		}
@@ -352,6 +370,9 @@ func runOne(ctx context.Context, opts *Options, srv *redisServer, dir string, sc
 		res.DecisionScripts += wr.DecisionScripts
 		res.AfterScripts += wr.AfterScripts
 		res.Decisions += wr.Decisions
+		res.Added = append(res.Added, wr.Added...)
+		res.AddedSent = append(res.AddedSent, wr.Sent...)
+		res.Commands += wr.Commands
 		res.Records = append(res.Records, wr.Records...)
 		if wr.Late > 0 {
 			res.Events = append(res.Events, fmt.Sprintf("worker %s was ready %v after the start", p.cmd.Args[0], time.Duration(wr.Late).Round(time.Millisecond)))

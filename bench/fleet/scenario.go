@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fleetquota/throttle/throttletest"
@@ -21,6 +22,10 @@ const (
 	// the vendor's counters, as throttle did before it read them; only
 	// the scenarios whose vendor publishes them run it.
 	AlgoThrottleNoSync = "throttle-nosync"
+	// AlgoThrottleAhead is throttle with its limits taking quota ahead
+	// (ahead: {period: Scenario.AheadPeriod}); only the far-redis
+	// scenarios run it.
+	AlgoThrottleAhead = "throttle-ahead"
 	// AlgoThrottleFCFS is throttle configured without what issues 20 and
 	// 21 added: no priority classes, no pacing, no fair share, no plans:
 	// every limit one first-come-first-served queue, as before them; only
@@ -29,10 +34,11 @@ const (
 )
 
 // Algorithms lists every algorithm, in report order.
-var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleFCFS}
+var Algorithms = []string{AlgoThrottle, AlgoFixedWindow, AlgoRedisRate, AlgoLockGCRA, AlgoLocalRate, AlgoThrottleLocal, AlgoThrottleNoSync,
+	AlgoThrottleAhead, AlgoThrottleFCFS}
 
 // variants are run only by the scenarios that name them in Algos.
-var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true, AlgoThrottleFCFS: true}
+var variants = map[string]bool{AlgoThrottleLocal: true, AlgoThrottleNoSync: true, AlgoThrottleAhead: true, AlgoThrottleFCFS: true}
 
 // AlgoDoc says what each algorithm is.
 var AlgoDoc = map[string]string{
@@ -46,6 +52,8 @@ var AlgoDoc = map[string]string{
 		"(run in the Redis failure scenarios only)",
 	AlgoThrottleNoSync: "throttle without sync: the same configuration, the vendor's counters ignored, as throttle did before it read them " +
 		"(run only where the vendor publishes its counters: shared-account, redis-restart-sync)",
+	AlgoThrottleAhead: "throttle with quota taken ahead (`ahead: {period: ...}`): each process reserves the slots it expects to use " +
+		"in the next period in one store call and decides its requests against them locally (run in the far-redis scenarios only)",
 	AlgoThrottleFCFS: "throttle without priority classes, pacing, fair share or plans: the same limits, first come first served, " +
 		"as before issues 20 and 21 (the baseline of priority, daily-pacing and noisy-tenant, run in those only)",
 }
@@ -73,6 +81,15 @@ type Scenario struct {
 	Name  string `json:"name"`
 	Title string `json:"title"`
 	Doc   string `json:"doc"`
+	// Group, when set, also selects the scenario (-scenarios far-redis
+	// runs every far-redis-* scenario).
+	Group string `json:"group,omitempty"`
+	// FarRedis, when positive, puts a delaying proxy between the workers
+	// and Redis that holds every byte this long each way: a Redis in
+	// another region (internal/redistest.Delay).
+	FarRedis time.Duration `json:"far_redis,omitempty"`
+	// AheadPeriod is the period of throttle-ahead's ahead field.
+	AheadPeriod time.Duration `json:"ahead_period,omitempty"`
 	// Vendor is what the vendor enforces.
 	Vendor []Limit `json:"vendor"`
 	// Allowance is the arrival jitter every client's configured limit
@@ -329,6 +346,13 @@ func Scenarios(d time.Duration) []Scenario {
 			Load:      Load{OnRate: 1000}, Businesses: 1, Duration: d + d/2,
 			Algos: []string{AlgoThrottle},
 		},
+		farRedis("far-redis-1000", "1,000/s", 50, Limit{Name: "peak", Kind: KindGCRA, Rate: 1000, Period: time.Second, Burst: 1000}, d),
+		farRedis("far-redis-10", "10/s", 50, Limit{Name: "peak", Kind: KindGCRA, Rate: 10, Period: time.Second, Burst: 10}, d),
+		// Twice as long: what taking ahead gives up of the burst when a
+		// busy spell starts from idle (the lead, once) weighs less in a
+		// utilisation of the whole run, as in a longer one it would.
+		farRedis("far-redis-over", "1,000/s, demand above it", 400,
+			Limit{Name: "peak", Kind: KindGCRA, Rate: 1000, Period: time.Second, Burst: 1000}, 2*d),
 		{
 			Name: "redis-slow", Title: "Redis made slow (CLIENT PAUSE)",
 			Doc: "Wait mode at 2× as above; at 30% and 60% of the run Redis is paused for 300 ms (CLIENT PAUSE 300 ALL), " +
@@ -350,6 +374,34 @@ func Scenarios(d time.Duration) []Scenario {
 		priorityScenario(d),
 		dailyPacingScenario(d),
 		noisyTenantScenario(d),
+	}
+}
+
+// farRedisDelay is the far-redis scenarios' delay each way: a round trip
+// of 40 ms, two regions of one continent.
+const farRedisDelay = 20 * time.Millisecond
+
+// farRedisPeriod is throttle-ahead's period in the far-redis scenarios:
+// a batch covers 300 ms of a process's demand, 15 requests at 50/s, so
+// that a store call serves well over ten requests (at 200 ms it would be
+// ten exactly, the target's edge, before the first requests' calls).
+const farRedisPeriod = 300 * time.Millisecond
+
+// farRedis is one of the far-redis scenarios (issue 22): Redis 20 ms away
+// each way, 4 processes each offering perProcess req/s (fail fast) to
+// one limit, throttle without and with quota taken ahead.
+func farRedis(name, what string, perProcess float64, l Limit, d time.Duration) Scenario {
+	return Scenario{
+		Name: name, Group: "far-redis", Title: "A Redis 20 ms away: " + what,
+		Doc: fmt.Sprintf("Every round trip to Redis goes through a proxy that holds each byte %v each way (a Redis in another "+
+			"region). 4 processes × %.0f req/s against %s, fail fast. throttle makes one Reserve per request; throttle-ahead "+
+			"takes quota ahead with period %v. Added latency is, per request, the time from the client's call to the "+
+			"request leaving for the vendor (or to its refusal); Redis calls are every command the workers sent after "+
+			"their warm-up, per request.", farRedisDelay, perProcess, l.String(), farRedisPeriod),
+		Vendor: []Limit{l}, Allowance: 20 * time.Millisecond,
+		Load: Load{OnRate: 4 * perProcess}, Businesses: 1, Duration: d,
+		Algos:    []string{AlgoThrottle, AlgoThrottleAhead},
+		FarRedis: farRedisDelay, AheadPeriod: farRedisPeriod,
 	}
 }
 

@@ -85,6 +85,14 @@ type workerResult struct {
 	// store's Reserve called with a context not yet ended (one that has
 	// ended returns its error before any round trip).
 	Decisions int64 `json:"decisions,omitempty"`
+	// Added is, per request that reached throttle, the time from the
+	// client's call to the request leaving for the vendor, or to its
+	// refusal (ns); Sent says which it was.
+	Added []int64 `json:"added,omitempty"`
+	Sent  []bool  `json:"sent,omitempty"`
+	// Commands counts every Redis command throttle's client sent after
+	// the warm-up (scripts, subscriptions, everything).
+	Commands int64 `json:"commands,omitempty"`
 	// Records is what happened to each request, in a scenario with flows.
 	Records []Record `json:"records,omitempty"`
 }
@@ -97,7 +105,12 @@ type decisionKey struct{}
 // fleet's requests: within a decision, or after one (a request's context
 // carries its slot, and the transport's calls after the decision keep the
 // request's values). Warm-up calls carry neither and are not counted.
-type scriptCounter struct{ decision, after atomic.Int64 }
+type scriptCounter struct {
+	decision, after atomic.Int64
+	// all counts every command once on is set (after the warm-up).
+	all atomic.Int64
+	on  atomic.Bool
+}
 
 func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -107,6 +120,9 @@ func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 
 func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.on.Load() {
+			c.all.Add(1)
+		}
 		switch cmd.Name() {
 		case "evalsha", "eval", "evalsha_ro", "eval_ro":
 			if ctx.Value(decisionKey{}) != nil {
@@ -136,6 +152,16 @@ func (r *recorder) accuracy(d time.Duration) {
 	r.mu.Unlock()
 }
 
+// added records a request's added latency: until it left for the vendor
+// (sent) or was refused.
+func (r *recorder) added(d time.Duration, sent bool) {
+	r.mu.Lock()
+	r.res.Added = append(r.res.Added, int64(d))
+	r.res.Sent = append(r.res.Sent, sent)
+	r.mu.Unlock()
+}
+
+// record notes what happened to a request of a scenario with flows.
 func (r *recorder) record(x Record) {
 	r.mu.Lock()
 	r.res.Records = append(r.res.Records, x)
@@ -172,6 +198,8 @@ func RunWorker() error {
 // slot carries the reserved slot of one request from the store wrapper to
 // the send wrapper.
 type slot struct {
+	// began is when the client called the throttle with the request.
+	began  time.Time
 	at     time.Time
 	waited bool
 	// earliest is the decision's start plus its wait: no later than the
@@ -231,6 +259,11 @@ type sendTimer struct {
 
 func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 	sl, ok := req.Context().Value(slotKey{}).(*slot)
+	if ok && !sl.began.IsZero() {
+		s.rec.added(time.Since(sl.began), true)
+	}
+	// A request served from quota taken ahead made no decision of its
+	// own: it has no slot to be late after.
 	if !ok || sl.earliest.IsZero() {
 		return s.base.RoundTrip(req)
 	}
@@ -244,8 +277,8 @@ func (s sendTimer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // throttleConfig is the providers YAML of a scenario for throttle; fcfs
 // leaves out what issues 20 and 21 added (classes, pace, fair share,
-// plans).
-func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync, fcfs bool) string {
+// plans), and ahead, when positive, is the provider's ahead period.
+func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float64, sync, fcfs bool, ahead time.Duration) string {
 	var b strings.Builder
 	b.WriteString("version: 1\n")
 	if !fcfs {
@@ -264,6 +297,9 @@ func throttleConfig(sc *Scenario, limits []Limit, host string, localShare float6
 	}
 	if localShare > 0 {
 		fmt.Fprintf(&b, "    on_store_error: local\n    local_share: %g\n", localShare)
+	}
+	if ahead > 0 {
+		fmt.Fprintf(&b, "    ahead: {period: %s}\n", ahead)
 	}
 	// Every limit per business: each business's keys in a hash tag of
 	// their own, as a vendor's per-account quotas would be configured.
@@ -327,23 +363,33 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 
 	var client *http.Client
 	var lim limiter
+	closeTr := func() error { return nil } // throttle's Transport.Close: what it took ahead goes back
 	var st *redisstore.Store
 	scripts := &scriptCounter{}
 	switch spec.Algo {
-	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleFCFS:
+	case AlgoThrottle, AlgoThrottleLocal, AlgoThrottleNoSync, AlgoThrottleAhead, AlgoThrottleFCFS:
 		rdb.AddHook(scripts)
 		share := 0.0
 		if spec.Algo == AlgoThrottleLocal {
 			share = 1 / float64(spec.Processes)
 		}
+		var ahead time.Duration
+		if spec.Algo == AlgoThrottleAhead {
+			ahead = sc.AheadPeriod
+		}
 		yaml := throttleConfig(sc, spec.Limits, strings.TrimPrefix(spec.VendorURL, "http://"), share,
-			spec.Algo != AlgoThrottleNoSync, spec.Algo == AlgoThrottleFCFS)
+			spec.Algo != AlgoThrottleNoSync, spec.Algo == AlgoThrottleFCFS, ahead)
 		cfg, err := providers.Load("bench.yaml", []byte(yaml))
 		if err != nil {
 			return nil, err
 		}
 		opts := []throttle.Option{throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(sendTimer{base: httpBase, rec: rec})}
 		stOpts := redisstore.Options{Prefix: spec.Prefix}
+		if sc.FarRedis > 0 {
+			// A far Redis's calls get several round trips, as
+			// docs/operations.md advises for one in another region.
+			stOpts.Timeout = time.Second
+		}
 		var clock *scaledClock
 		if sc.Compress > 1 {
 			clock = &scaledClock{r0: spec.Start, v0: spec.Virtual, k: sc.Compress}
@@ -359,6 +405,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 			return nil, err
 		}
 		client = &http.Client{Transport: tr}
+		closeTr = tr.Close
 	case AlgoFixedWindow:
 		lim = &fixedWindow{rdb: rdb, prefix: spec.Prefix, limits: spec.Limits}
 	case AlgoRedisRate:
@@ -375,6 +422,7 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	}
 
 	warmUp(spec, rdb, httpBase, st)
+	scripts.on.Store(true)
 	rec.res.Late = max(0, int64(time.Since(spec.Start)))
 	end := spec.Start.Add(sc.Duration)
 	runCtx, cancel := context.WithDeadline(context.Background(), end)
@@ -405,7 +453,9 @@ func runWorker(spec *workerSpec) (*workerResult, error) {
 	dispatch(spec, end, jobs, rec)
 	close(jobs)
 	wg.Wait()
+	_ = closeTr()
 	rec.res.DecisionScripts, rec.res.AfterScripts = scripts.decision.Load(), scripts.after.Load()
+	rec.res.Commands = scripts.all.Load()
 	return &rec.res, nil
 }
 
@@ -481,7 +531,7 @@ func newRequest(ctx context.Context, spec *workerSpec, biz string) (*http.Reques
 }
 
 func doThrottle(ctx context.Context, client *http.Client, spec *workerSpec, in Intent, rec *recorder) {
-	sl := &slot{}
+	sl := &slot{began: time.Now()}
 	ctx = context.WithValue(ctx, slotKey{}, sl)
 	sc := &spec.Scenario
 	if sc.Estimate > 0 { // a model API: reserve max_tokens, settle the usage
@@ -521,6 +571,9 @@ func doThrottleOnce(ctx context.Context, client *http.Client, spec *workerSpec, 
 		out := OutOther
 		switch {
 		case errors.As(err, &le):
+			if sl, ok := ctx.Value(slotKey{}).(*slot); ok { // refused: added until the refusal
+				rec.added(time.Since(sl.began), false)
+			}
 			out, err = OutRefused, nil
 		case errors.Is(err, throttle.ErrStoreUnavailable):
 			out = OutStoreError
@@ -651,8 +704,14 @@ func warmUp(spec *workerSpec, rdb *redis.Client, httpBase *http.Transport, st *r
 	ctx, cancel := context.WithDeadline(context.Background(), spec.Start)
 	defer cancel()
 	if st != nil {
+		// Two decisions, so that Redis has both decision scripts: a lone
+		// GCRA limit is lone.lua's, the same one with a window beside it
+		// reserve.lua's. A script first sent during the run would count
+		// twice (EVALSHA refused, then EVAL).
 		l := &quota.Limit{Name: "warmup", Kind: quota.GCRA, Rate: 1000, Period: time.Second}
+		w := &quota.Limit{Name: "warmup-day", Kind: quota.Window, Rate: 1000, Calendar: quota.Calendar{Unit: quota.Day}}
 		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}}})
+		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}, {Limit: w, Key: "warmup-day"}}})
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < spec.Goroutines; g++ {

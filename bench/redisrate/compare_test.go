@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -19,7 +20,9 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fleetquota/throttle"
 	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 	"github.com/fleetquota/throttle/quota/redisstore"
 )
@@ -145,6 +148,10 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 //     each call to one of its worker goroutines);
 //   - throttle-ctxtimeout/…: the same on a client with
 //     ContextTimeoutEnabled;
+//   - throttle-ahead/limits=1: one request through a throttle.Transport
+//     (to a no-op base transport) whose one limit takes quota ahead
+//     (ahead: {period: 100ms}): most decisions are made from the slots
+//     the process took ahead, with no round trip (issue 22);
 //   - redis_rate/allow=1: one redis_rate Allow (one GCRA key);
 //   - redis_rate/allow=3: three sequential Allows, the nearest redis_rate
 //     comes to a stack of three (not atomic: a refusal by the third leaves
@@ -207,6 +214,15 @@ func BenchmarkCompare(b *testing.B) {
 	minimal := func(ctx context.Context) error {
 		return least.Run(ctx, client, []string{"vendor:min"}, 1, 1, 1_000_000).Err()
 	}
+	ahead := aheadTransport(b, st)
+	aheadReq, err := http.NewRequest("GET", "https://api.vendor.test/v1/x", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	viaAhead := func(ctx context.Context) error {
+		_, err := ahead.RoundTrip(aheadReq.WithContext(ctx))
+		return err
+	}
 	cases := []struct {
 		name string
 		op   func(ctx context.Context) error
@@ -217,6 +233,7 @@ func BenchmarkCompare(b *testing.B) {
 		{"throttle/limits=3", reserve(st, three)},
 		{"throttle-ctxtimeout/limits=1", reserve(ctxSt, one)},
 		{"throttle-ctxtimeout/limits=3", reserve(ctxSt, three)},
+		{"throttle-ahead/limits=1", viaAhead},
 		{baseline, allow(ratePeak)},
 		{"redis_rate/allow=3", allow(ratePeak, rateMinute, rateDaily)},
 	}
@@ -265,6 +282,35 @@ func BenchmarkCompare(b *testing.B) {
 		names[i] = c.name
 	}
 	printRatios(os.Stdout, names)
+}
+
+// nopBase answers every request with one shared response: the
+// throttle-ahead case times the throttle, not a network.
+type nopBase struct{ resp *http.Response }
+
+func (n nopBase) RoundTrip(*http.Request) (*http.Response, error) { return n.resp, nil }
+
+// aheadTransport is a throttle.Transport on st whose one limit, as far
+// above what Redis decides per second as the others, takes quota ahead.
+func aheadTransport(b testing.TB, st *redisstore.Store) *throttle.Transport {
+	cfg, err := providers.Load("ahead.yaml", []byte(`
+providers:
+  vendor:
+    hosts: [api.vendor.test]
+    on_limit: fail
+    ahead: {period: 100ms}
+    limits: [{name: peak, limit: 1000000/s, burst: 1000000000}]
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithStore(st),
+		throttle.WithBase(nopBase{&http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tr.Close() })
+	return tr
 }
 
 // printRatios prints the medians of the figures (one per round)

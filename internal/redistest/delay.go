@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -30,16 +31,30 @@ type Delay struct {
 // closes it and every connection through it.
 func StartDelay(tb testing.TB, target string, delay time.Duration) *Delay {
 	tb.Helper()
+	d, err := NewDelay(target, delay)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(d.close)
+	return d
+}
+
+// NewDelay starts a Delay to target adding delay each way, outside a
+// test (the bench harness's far-redis scenarios); Close stops it.
+func NewDelay(target string, delay time.Duration) (*Delay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("redistest: delay proxy: %v", err)
+		return nil, fmt.Errorf("delay proxy: %w", err)
 	}
 	d := &Delay{Addr: ln.Addr().String(), ln: ln, delay: delay, quit: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	d.wg.Add(1)
 	go d.accept(target)
-	tb.Cleanup(d.close)
-	return d
+	return d, nil
 }
+
+// Close stops the proxy: the listener and every connection through it,
+// waiting for its goroutines. It may be called more than once.
+func (d *Delay) Close() { d.close() }
 
 // accept proxies each connection accepted until the listener closes.
 func (d *Delay) accept(target string) {

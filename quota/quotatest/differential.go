@@ -304,6 +304,13 @@ func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Req
 			req.Share.Weight = weights[rng.IntN(len(weights))]
 		}
 	}
+	laned := false // a GCRA limit with classes, or fair, refuses a lead
+	for _, it := range req.Items {
+		laned = laned || (it.Limit.Kind == quota.GCRA && (it.Limit.Reserve != nil || it.Limit.Fair))
+	}
+	if !laned && rng.IntN(4) == 0 { // slots taken ahead: GCRA limits charged with a lead
+		req.Lead = time.Duration(rng.Int64N(3_000_000)) * time.Microsecond
+	}
 	return req
 }
 
@@ -329,7 +336,7 @@ func compare(got *quota.Reservation, want *ModelReservation) string {
 }
 
 func describe(req *quota.Request) string {
-	s := fmt.Sprintf("tag %s class %d cost %d max wait %v [", req.Tag, req.Class, req.Cost, req.MaxWait)
+	s := fmt.Sprintf("tag %s class %d cost %d max wait %v lead %v [", req.Tag, req.Class, req.Cost, req.MaxWait, req.Lead)
 	if req.HasFair() {
 		s = fmt.Sprintf("tenant %q weight %d appointment %v %s", req.Share.Key, req.Share.Weight, req.Appointment, s)
 	}

@@ -309,6 +309,17 @@ func windowAdmits(req *quota.Request, i int, t, s, e, count, h int64) bool {
 	return x <= rl && t >= paceLine(s, e, f, rl, x)
 }
 
+// least is the least tat GCRA item i of req decided at now has: the
+// pause's floor, and now + the request's Lead (quota.Request.Lead: its
+// charge lies at least that far ahead on the limit's schedule).
+func least(req *quota.Request, i int, now, paused int64) int64 {
+	f := floor(req, i, paused)
+	if lead := req.LeadMicros(); lead > 0 && req.Items[i].Limit.Kind == quota.GCRA {
+		f = max(f, now+lead)
+	}
+	return f
+}
+
 // admits reports whether item i admits its cost at t, with a pause in
 // force until paused.
 func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
@@ -317,10 +328,10 @@ func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 	k := keyOf(req.Tag, it.Key)
 	switch it.Limit.Kind {
 	case quota.GCRA:
-		if it.Limit.Reserve != nil {
+		if it.Limit.Reserve != nil { // no lead: Validate refuses one with lanes
 			return m.laneAdmits(req, i, t, now, paused) >= 0
 		}
-		tat := max(m.tat(k), now, floor(req, i, paused))
+		tat := max(m.tat(k), now, least(req, i, now, paused))
 		if v := m.view(i); v != nil {
 			return v.admits(t, tat, cost)
 		}
@@ -363,7 +374,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			continue
 		}
 		if it.Limit.Kind == quota.GCRA {
-			tat := max(m.tat(k), n, floor(&req, i, paused))
+			tat := max(m.tat(k), n, least(&req, i, n, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
 			if v := m.view(i); v != nil {
 				c := tat + req.CostOf(i)*it.Limit.Interval()
@@ -509,8 +520,12 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 			if cs.tat() <= n { // idle: no charge can matter any more
 				*cs = (*cs)[:0]
 			}
-			// Drained by a pause: booked as if it went at the floor.
+			// Drained by a pause: booked as if it went at the floor;
+			// with a lead (never on lanes), no earlier than now + lead.
 			at := max(slot, floorOf(l, cost, paused))
+			if lead := req.LeadMicros(); lead > 0 {
+				at = max(at, n+lead)
+			}
 			r.charges[i] = &charge{slot: at, occupy: cost * l.Interval()}
 			*cs = append(*cs, r.charges[i])
 			continue
@@ -543,9 +558,9 @@ func (m *Model) status(req *quota.Request, i int, now, at, paused int64, charged
 	it := req.Items[i]
 	k := keyOf(req.Tag, it.Key)
 	var rem, reset int64
-	// An admitted request's charge is at or after its drain's floor,
-	// so the floor matters only to a denied one.
-	least := floor(req, i, paused)
+	// An admitted request's charge is at or after its drain's floor
+	// and its lead, so they matter only to a denied one.
+	lo := least(req, i, now, paused)
 	if it.Limit.Kind == quota.GCRA && it.Limit.Reserve != nil {
 		// Each lane as a GCRA limit of its own, summed; a lane not
 		// charged is seen as the decision saw it, drained by the pause.
@@ -565,7 +580,7 @@ func (m *Model) status(req *quota.Request, i int, now, at, paused int64, charged
 		held, _, latest := m.held(k, now)
 		rem, reset = it.Limit.Rate-held, latest-now
 	} else if it.Limit.Kind == quota.GCRA {
-		tat := max(m.tat(k), now, least)
+		tat := max(m.tat(k), now, lo)
 		T := it.Limit.Interval()
 		d := it.Limit.Tolerance() - (tat - at)
 		if d >= 0 {

@@ -77,6 +77,7 @@ type step struct {
 	after   time.Duration
 	cost    int64
 	maxWait time.Duration
+	lead    time.Duration // the request's Lead
 	pause   time.Duration // Pause the case's pause key for this long
 	cancel  int           // Cancel the reservation of step number cancel (1-based)
 	class   int           // the request's Class
@@ -188,6 +189,25 @@ func cases() []conformanceCase {
 			steps: []step{
 				{ok: true, decider: noD},
 				{ok: false, wait: time.Hour, decider: 0},
+			}},
+		{name: "a lead charges that far ahead on the schedule; beyond the tolerance it waits",
+			limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				// tat = now + 500ms + 3*100ms: 2 of the burst left.
+				{cost: 3, lead: 500 * time.Millisecond, ok: true, decider: noD, remain: []int64{2}},
+				{ok: true, decider: noD, remain: []int64{1}},
+				// The schedule is ahead of the lead: it counts, not the lead.
+				{cost: 3, lead: 500 * time.Millisecond, ok: false, wait: 200 * time.Millisecond, decider: 0, remain: []int64{1}},
+				{after: 200 * time.Millisecond, cost: 3, lead: 500 * time.Millisecond, ok: true, decider: noD, remain: []int64{0}},
+				// Idle again; a lead past the tolerance delays the slot.
+				{after: 2 * time.Second, lead: 1500 * time.Millisecond, maxWait: time.Second, ok: true,
+					wait: 600 * time.Millisecond, decider: 0, remain: []int64{0}},
+			}},
+		{name: "a lead is undone by a cancel of the latest reservation", limits: []*quota.Limit{gcra("peak", 10, time.Second, 0)},
+			steps: []step{
+				{lead: 1500 * time.Millisecond, maxWait: time.Second, ok: true, wait: 600 * time.Millisecond, decider: 0, remain: []int64{0}},
+				{cancel: 1},
+				{ok: true, decider: noD, remain: []int64{9}},
 			}},
 		{name: "cancel with no later reservation gives the slot back", limits: []*quota.Limit{gcra("one", 1, time.Second, 1)},
 			steps: []step{
@@ -471,7 +491,7 @@ func runCase(t *testing.T, newStore NewStore, tc conformanceCase) {
 			continue
 		}
 		r := req
-		r.Cost, r.MaxWait, r.Class = s.cost, s.maxWait, s.class
+		r.Cost, r.MaxWait, r.Lead, r.Class = s.cost, s.maxWait, s.lead, s.class
 		res, err := st.Reserve(ctx, &r)
 		if err != nil {
 			t.Fatalf("%s: Reserve: %v", where, err)
@@ -526,6 +546,11 @@ func testInvalid(t *testing.T, newStore NewStore) {
 		{"negative cost", quota.Request{Tag: "x", Cost: -1, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
 		{"negative item cost", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok, Key: "peak", Cost: -1}}}},
 		{"item cost above burst", quota.Request{Tag: "x", Items: []quota.Item{{Limit: ok, Key: "peak", Cost: 11}}}},
+		{"negative lead", quota.Request{Tag: "x", Lead: -time.Second, Items: []quota.Item{{Limit: ok, Key: "peak"}}}},
+		{"lead on a learning limit", quota.Request{Tag: "x", Lead: time.Second,
+			Items: []quota.Item{{Limit: &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true}, Key: "l"}}}},
+		{"lead on a GCRA limit with classes", quota.Request{Tag: "x", Lead: time.Second,
+			Items: []quota.Item{{Limit: &quota.Limit{Name: "c", Kind: quota.GCRA, Rate: 10, Period: time.Second, Reserve: []int64{2000}}, Key: "c"}}}},
 	}
 	for _, b := range bad {
 		res, err := st.Reserve(ctx, &b.req)

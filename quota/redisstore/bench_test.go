@@ -330,3 +330,87 @@ func BenchmarkFairTenantsMemory(b *testing.B) {
 	b.ReportMetric(float64(median.Microseconds()), "median-server-µs")
 	b.ReportMetric(float64(plainMedian.Microseconds()), "plain-server-µs")
 }
+
+// BenchmarkLoneScript measures what one lone decision costs Redis itself
+// with lone.lua and with reserve.lua (the path it replaces), on the same
+// server, in alternating rounds: each round sends the same 1-GCRA (and
+// 2-GCRA) decision, pipelined 20 at a time so that the round trip does
+// not count, and reads redis-server's own time per call (INFO
+// commandstats, usec_per_call of EVALSHA, after CONFIG RESETSTAT). It
+// reports the medians over the rounds.
+//
+//	go test -run '^$' -bench LoneScript -benchtime 20000x ./quota/redisstore/
+func BenchmarkLoneScript(b *testing.B) {
+	srv := redistest.Start(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	b.Cleanup(func() { _ = client.Close() })
+	st, err := New(client, Options{Timeout: 2 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"limits=1", "limits=2"} {
+		req := stack("vendor", gcra("peak", 1_000_000, time.Second, 0))
+		if name == "limits=2" {
+			req = stack("vendor", gcra("peak", 1_000_000, time.Second, 0), gcra("minute", 60_000_000, time.Minute, 0))
+		}
+		keys, x := st.extraKeys(&req, st.keys(&req))
+		c, _ := st.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x, nil)
+		args := append([]any{"", 0, 1}, c.args[3:]...)
+		b.Run(name, func(b *testing.B) {
+			perCall := map[string][]float64{}
+			for round := 0; round < 7; round++ {
+				for _, sc := range []struct {
+					name string
+					s    *redis.Script
+				}{{"reserve.lua", reserveScript}, {"lone.lua", loneScript}} {
+					if err := sc.s.Load(ctx, client).Err(); err != nil {
+						b.Fatal(err)
+					}
+					if err := client.ConfigResetStat(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					for i := 0; i < b.N; i += 20 {
+						pipe := client.Pipeline()
+						for j := 0; j < 20; j++ {
+							sc.s.EvalSha(ctx, pipe, keys, args...)
+						}
+						if _, err := pipe.Exec(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					perCall[sc.name] = append(perCall[sc.name], evalshaUsec(b, client))
+				}
+			}
+			for _, s := range []string{"reserve.lua", "lone.lua"} {
+				slices.Sort(perCall[s])
+				b.ReportMetric(perCall[s][len(perCall[s])/2], s+"-µs/call")
+			}
+		})
+	}
+}
+
+// evalshaUsec reads EVALSHA's usec_per_call from INFO commandstats.
+func evalshaUsec(b *testing.B, client *redis.Client) float64 {
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return x
+			}
+		}
+	}
+	b.Fatal("no cmdstat_evalsha")
+	return 0
+}

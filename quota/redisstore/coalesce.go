@@ -33,6 +33,7 @@ type pending struct {
 	tag  string
 	keys []string // its KEYS: item keys, then pause keys
 	args []any    // its ARGV entries: 3 free slots, then its count, ...
+	lone bool     // lone.lua decides it in a call of its own (reserveCall.lone)
 	done chan reply
 }
 
@@ -220,13 +221,19 @@ func (s *Store) drain(l *lane) {
 	}
 }
 
-// call runs reserve.lua for batch and returns, for a batch of one, its
-// reply, else every reply (checked to be one per decision).
+// call runs reserve.lua for batch (lone.lua for a lone stack of GCRA
+// limits in a call of its own: issue 22's lean path) and returns, for a
+// batch of one, its reply, else every reply (checked to be one per
+// decision).
 func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	var keys []string
 	var args []any
+	sc := reserveScript
 	if len(batch) == 1 {
 		keys, args = batch[0].keys, batch[0].args
+		if batch[0].lone {
+			sc = loneScript
+		}
 	} else {
 		nk, na := 0, 3
 		for _, p := range batch {
@@ -242,7 +249,7 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	}
 	args[0], args[1], args[2] = s.nowArg(), s.slack, len(batch)
 	begin := time.Now()
-	v, err := s.run(ctx, reserveScript, keys, args)
+	v, err := s.run(ctx, sc, keys, args)
 	if err != nil {
 		return nil, err
 	}

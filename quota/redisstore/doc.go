@@ -5,7 +5,12 @@
 // SCRIPT FLUSH).
 //
 // The script (reserve.lua, embedded) is package quota's decision algorithm
-// step for step; its header explains the numbers. The store's clock is the
+// step for step; its header explains the numbers. A decision that goes
+// alone (no call of its tag in flight, see "Coalescing") on a stack of
+// GCRA limits that do not learn runs lone.lua instead: the same arguments,
+// replies and writes, with each key read and written once and no table
+// but the reply (the lean path of issue 22; TestLoneAgreesWithReserve
+// holds the two to each other). The store's clock is the
 // Redis server's TIME, never the caller's, so machines that disagree on the
 // time still agree on the quota. Calendar windows are placed by Go (Lua has
 // no time zones), which hands the script the window boundaries around its

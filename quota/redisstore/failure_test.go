@@ -118,7 +118,8 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 		stack("c", window("hourly", 1, quota.Hour, nil)), // denied after the first
 	}
 	stacks[1].Pauses = []string{"p1", "p2"}
-	reserve(t, st, stacks[0], 1, 0) // loads the script, opens the connection
+	reserve(t, st, stacks[0], 1, 0) // loads lone.lua, opens the connection
+	reserve(t, st, stacks[1], 1, 0) // loads reserve.lua
 	hook := &countingHook{sent: map[string]int64{}}
 	client.AddHook(hook)
 	stats := srv.Client(t) // INFO on its own connection, uncounted by the hook

@@ -79,8 +79,10 @@ func TestFarRedisCoalescingCostsNothing(t *testing.T) {
 		wg.Go(func() { _ = client.Ping(ctx).Err() })
 	}
 	wg.Wait()
-	if err := reserveScript.Load(ctx, client).Err(); err != nil {
-		t.Fatal(err)
+	for _, sc := range []*redis.Script{reserveScript, loneScript} {
+		if err := sc.Load(ctx, client).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	req := stack("far", gcra("peak", 1_000_000, time.Second, 0))
 	if _, err := st.Reserve(ctx, &req); err != nil {

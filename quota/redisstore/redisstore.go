@@ -30,11 +30,14 @@ var (
 	pauseLua string
 	//go:embed after.lua
 	afterLua string
+	//go:embed lone.lua
+	loneLua string
 
 	reserveScript = newScript(reserveLua)
 	cancelScript  = newScript(cancelLua)
 	pauseScript   = newScript(pauseLua)
 	afterScript   = newScript(afterLua)
+	loneScript    = newScript(loneLua)
 )
 
 // newScript returns the script of src with prelude.lua in front: the now,
@@ -210,7 +213,7 @@ func (s *Store) Reserve(ctx context.Context, req *quota.Request) (*quota.Reserva
 	var boundsBuf [4]*windowArgs
 	c, bounds := s.reserveArgs(req, len(keys)-n-x.keys, x, boundsBuf[:0])
 
-	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args}, c.alone)
+	v, err := s.decide(pending{ctx: ctx, tag: req.Tag, keys: keys, args: c.args, lone: c.lone}, c.alone)
 	if err != nil {
 		return nil, s.fail(ctx, "reserve", err)
 	}
@@ -256,6 +259,9 @@ type reserveCall struct {
 	// alone: the decision is not coalesced (only stacks of GCRA and
 	// window limits are).
 	alone bool
+	// lone: a stack lone.lua decides, when the call holds this decision
+	// alone (loneStack).
+	lone bool
 }
 
 // reserveArgs returns the call of req, whose keys end with np pause keys
@@ -267,6 +273,7 @@ type reserveCall struct {
 func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windowArgs) (reserveCall, []*windowArgs) {
 	var c reserveCall
 	argc, windows := 5, 0
+	lead := req.LeadMicros()
 	for i := range req.Items {
 		l := req.Items[i].Limit
 		switch l.Kind {
@@ -274,6 +281,8 @@ func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windo
 			argc += 4
 			if l.Learn {
 				argc += 4
+			} else if lead > 0 && l.Reserve == nil { // Validate refuses a lead with lanes
+				argc++
 			}
 			if l.Fair {
 				argc += fairArgc
@@ -302,15 +311,54 @@ func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windo
 	n := len(req.Items)
 	c.args = make([]any, 3, 3+argc)
 	c.args = append(c.args, argc, req.MaxWaitMicros(), n, np, x.keys)
+	c.lone = loneStack(req, argc)
 	sh := shareOf(req, x)
 	for i := range req.Items {
+		l := req.Items[i].Limit
+		if lead > 0 && l.Kind == quota.GCRA && !l.Learn && l.Reserve == nil {
+			c.args = leadArgs(c.args, s.limitArgs(l), req.CostOf(i), lead)
+			continue
+		}
 		var w *windowArgs
-		c.args, w = s.appendItem(c.args, req.Items[i].Limit, req.CostOf(i), req.Class, sh, false, c.lease, clientNow)
+		c.args, w = s.appendItem(c.args, l, req.CostOf(i), req.Class, sh, false, c.lease, clientNow)
 		if w != nil {
 			bounds = append(bounds, w)
 		}
 	}
 	return c, bounds
+}
+
+// loneStack reports whether lone.lua decides req when its call holds it
+// alone: a stack of GCRA limits that do not learn, each key once, whose
+// arguments (argc, the request's count of ARGV entries) are those
+// lone.lua reads and no more: a request that carries anything else goes
+// to reserve.lua.
+func loneStack(req *quota.Request, argc int) bool {
+	want := 5
+	for i := range req.Items {
+		l := req.Items[i].Limit
+		if l.Kind != quota.GCRA || l.Learn || l.Reserve != nil || l.Pace || l.Fair {
+			return false // lone.lua has no learned rate, lanes, pace nor fair share
+		}
+		want += 4
+		if req.Lead > 0 {
+			want++
+		}
+		for j := range i {
+			if req.Items[j].Key == req.Items[i].Key {
+				return false
+			}
+		}
+	}
+	return argc == want
+}
+
+// leadArgs appends the arguments of a GCRA item charged with a lead of
+// lead µs (quota.Request.Lead): "a", cost, T, DVT, lead (reserve.lua's
+// header, "ARGV"). A request without a lead never sends them, so the
+// plain path's arguments are what they were.
+func leadArgs(args []any, st *limitArgs, cost, lead int64) []any {
+	return append(args, "a", cost, st.boxed[0], st.boxed[1], lead)
 }
 
 // book returns what acts on the admitted decision d of req afterwards:

@@ -223,6 +223,10 @@ ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms) or "peek"; 3 m; then per
       its count of ARGV entries (these five included), max wait (µs), n,
       np, nx, then per item either
         "g", cost, T (µs), DVT (µs)                   a GCRA limit, or
+        "a", cost, T, DVT, lead (µs)                  a GCRA limit charged
+                                                      with a lead (its tat
+                                                      taken as at least
+                                                      now + lead), or
         "l", cost, T, DVT, P (µs), N, B, hi            a learning GCRA limit
                                                       (T, DVT at rate N), or
         "w", cost, rate, B0, B1, B2, B3, B4 (µs)      a calendar window, or
@@ -325,7 +329,8 @@ end
 -- by parseItems with every field its kind uses (one table per item: a
 -- table costs the script more than a command's own work, so there are no
 -- per-field tables). Every kind: kind ('g', 'w', 'r' or 'c'), key, cost.
--- GCRA: T, dvt, stored (the key as read, 0 when missing), tat. Window:
+-- GCRA: T, dvt, stored (the key as read, 0 when missing), tat, lead (only
+-- an "a" item: the lead its tat is taken from). Window:
 -- rate, bs (its starts, 0-based), at (ARGV index of B0), j (window of
 -- now), hz (horizon index), cnt (counts by window index, of the windows
 -- j .. horizon, as read). Rolling: rate, per (period), wid (bucket
@@ -848,7 +853,7 @@ local function parseItems(kb, a, n, np)
   local learned, xk
   for i = 1, n do
     local kind, k, x = ARGV[a], KEYS[kb + i], nil
-    local gcra = kind == 'g' or kind == 'l'
+    local gcra = kind == 'g' or kind == 'l' or kind == 'a'
     if (gcra and winc ~= nil and winc[k] ~= nil) or (kind == 'w' and gw[k]) then
       return nil, redis.error_reply('WRONGTYPE throttle: ' .. k .. ' was charged as a limit of another kind in this call')
     end
@@ -873,6 +878,12 @@ local function parseItems(kb, a, n, np)
         end
         learned[#learned + 1] = L
         a = a + 4
+      elseif kind == 'a' then
+        -- Quota taken ahead: charged no earlier than now + lead on its
+        -- schedule (package quota's Request.Lead).
+        x.lead = tonumber(ARGV[a + 4])
+        x.tat = math.max(stored, now + x.lead)
+        a = a + 1
       end
       a = a + 4
     elseif kind == 'w' then
@@ -932,7 +943,7 @@ local function load(kb, ab, n, np)
       local x = items[i]
       if x.kind == 'g' then
         x.stored = gval[x.key]
-        x.tat = math.max(x.stored, now)
+        x.tat = math.max(x.stored, now + (x.lead or 0))
       end
     end
     return nil, last.paused, last.v

@@ -1,0 +1,133 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fleetquota/throttle/internal/redistest"
+	"github.com/fleetquota/throttle/quota"
+	"github.com/fleetquota/throttle/quota/quotatest"
+)
+
+// TestLoneAgreesWithReserve: lone.lua, the lean path of a lone stack of
+// GCRA limits, gives the replies reserve.lua gives and leaves the keys as
+// it leaves them, over random sequences of stacks of one to three GCRA
+// limits (bursts of 1 and more, intervals that do not divide evenly),
+// costs of their own, waits, leads, pauses and clock steps: each request
+// is sent to one store through lone.lua and to another (its own prefix,
+// on the same server and clock) through reserve.lua.
+func TestLoneAgreesWithReserve(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	a, b := newStore(t, client, clock), newStore(t, client, clock)
+	ctx := context.Background()
+	lims := []*quota.Limit{
+		gcra("peak", 10, time.Second, 0), gcra("one", 1, time.Second, 1), gcra("thirds", 3, 10*time.Second, 2),
+		gcra("minute", 30, time.Minute, 5),
+	}
+	rng := rand.New(rand.NewPCG(22, 0))
+	for step := range 600 {
+		req := quota.Request{Tag: "lone", Pauses: []string{"pause"}}
+		capacity := int64(1 << 30)
+		for _, i := range rng.Perm(len(lims))[:1+rng.IntN(3)] {
+			it := quota.Item{Limit: lims[i], Key: lims[i].Name}
+			if rng.IntN(3) == 0 {
+				it.Cost = 1 + rng.Int64N(min(lims[i].Capacity(), 3))
+			} else {
+				capacity = min(capacity, lims[i].Capacity())
+			}
+			req.Items = append(req.Items, it)
+		}
+		req.Cost = 1 + rng.Int64N(min(capacity, 2))
+		req.MaxWait = time.Duration(rng.Int64N(3)) * time.Second
+		if rng.IntN(4) == 0 {
+			req.Lead = time.Duration(rng.Int64N(2_000_000)) * time.Microsecond
+		}
+		switch rng.IntN(20) {
+		case 0:
+			d := time.Duration(rng.Int64N(2000)) * time.Millisecond
+			for _, st := range []*Store{a, b} {
+				if err := st.Pause(ctx, "lone", "pause", d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 1:
+			clock.Advance(time.Duration(rng.Int64N(3000)) * time.Millisecond)
+		}
+		clock.Advance(time.Duration(rng.Int64N(200)) * time.Millisecond)
+		got, want := loneReply(t, a, &req, true), loneReply(t, b, &req, false)
+		where := fmt.Sprintf("step %d, %d limits, cost %d, max wait %v, lead %v", step, len(req.Items), req.Cost, req.MaxWait, req.Lead)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: lone.lua replied %v, reserve.lua %v", where, got, want)
+		}
+		for _, it := range req.Items {
+			ka, kb := a.Key("lone", it.Key), b.Key("lone", it.Key)
+			va, _ := client.Get(ctx, ka).Int64()
+			vb, _ := client.Get(ctx, kb).Int64()
+			ta, tb := client.PTTL(ctx, ka).Val(), client.PTTL(ctx, kb).Val()
+			if va != vb || (ta < 0) != (tb < 0) || max(ta-tb, tb-ta) > time.Second {
+				t.Fatalf("%s: %s holds %d (TTL %v) after lone.lua, %d (TTL %v) after reserve.lua", where, it.Key, va, ta, vb, tb)
+			}
+		}
+	}
+}
+
+// loneReply runs req's decision on st, through lone.lua or reserve.lua,
+// and returns the reply.
+func loneReply(t *testing.T, st *Store, req *quota.Request, lone bool) any {
+	t.Helper()
+	n := len(req.Items)
+	keys, x := st.extraKeys(req, st.keys(req))
+	c, _ := st.reserveArgs(req, len(keys)-n-x.keys, x, nil)
+	if !c.lone {
+		t.Fatalf("a stack of GCRA limits is not lone.lua's: %+v", req)
+	}
+	v, err := st.call(context.Background(), []*pending{{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args, lone: lone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestLoneStack: lone.lua takes the stacks it can decide and no other.
+func TestLoneStack(t *testing.T) {
+	t.Parallel()
+	// No call is made: the client is never dialed.
+	st := newStore(t, redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nil)
+	peak, minute := gcra("peak", 10, time.Second, 0), gcra("minute", 30, time.Minute, 0)
+	learning := &quota.Limit{Name: "l", Kind: quota.GCRA, Rate: 10, Period: time.Second, Learn: true}
+	classed := &quota.Limit{Name: "classed", Kind: quota.GCRA, Rate: 10, Period: time.Second, Reserve: []int64{2000}}
+	paced := window("paced", 100, quota.Day, nil)
+	paced.Pace = true
+	for _, c := range []struct {
+		req  quota.Request
+		lone bool
+	}{
+		{stack("x", peak), true},
+		{stack("x", peak, minute), true},
+		{quota.Request{Tag: "x", Lead: time.Second, Items: []quota.Item{{Limit: peak, Key: "peak"}}}, true},
+		{stack("x", peak, window("daily", 10, quota.Day, nil)), false},
+		{stack("x", learning), false},
+		{quota.Request{Tag: "x", Items: []quota.Item{{Limit: peak, Key: "k"}, {Limit: minute, Key: "k"}}}, false},
+		{stack("x", &quota.Limit{Name: "c", Kind: quota.Concurrency, Rate: 2, Period: time.Minute}), false},
+		// Lanes and pace are reserve.lua's alone, with or without a lead.
+		{stack("x", classed), false},
+		{stack("x", peak, classed), false},
+		{quota.Request{Tag: "x", Class: 1, Items: []quota.Item{{Limit: classed, Key: "classed"}}}, false},
+		{stack("x", peak, paced), false},
+	} {
+		n := len(c.req.Items)
+		keys, x := st.extraKeys(&c.req, st.keys(&c.req))
+		rc, _ := st.reserveArgs(&c.req, len(keys)-n-x.keys, x, nil)
+		if rc.lone != c.lone {
+			t.Errorf("%+v: lone %v, want %v", c.req.Items, rc.lone, c.lone)
+		}
+	}
+}
