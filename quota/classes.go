@@ -28,10 +28,10 @@ const MaxClasses = 16
 // to the lower classes within a minute.
 const DefaultActiveFor = time.Minute
 
-// Share returns bp basis points of of, rounded down, exactly and without
+// Portion returns bp basis points of of, rounded down, exactly and without
 // overflow for any of >= 0 and bp in [0, BasisPoints]:
 // of/10000*bp + of%10000*bp/10000.
-func Share(bp, of int64) int64 {
+func Portion(bp, of int64) int64 {
 	return of/BasisPoints*bp + of%BasisPoints*bp/BasisPoints
 }
 
@@ -41,7 +41,7 @@ func (l *Limit) Equal(o *Limit) bool {
 	return l.Name == o.Name && l.Kind == o.Kind && l.Rate == o.Rate && l.Period == o.Period &&
 		l.Burst == o.Burst && l.Calendar == o.Calendar && l.Learn == o.Learn && l.Ceiling == o.Ceiling &&
 		(l.Reserve == nil) == (o.Reserve == nil) && slices.Equal(l.Reserve, o.Reserve) &&
-		l.ActiveFor == o.ActiveFor && l.Pace == o.Pace && l.PaceReserve == o.PaceReserve
+		l.ActiveFor == o.ActiveFor && l.Pace == o.Pace && l.PaceReserve == o.PaceReserve && l.Fair == o.Fair
 }
 
 // Clone returns a copy of l that shares no memory with it (its Reserve is
@@ -62,9 +62,9 @@ func (l *Limit) Classes() int {
 }
 
 // Hold returns what class k keeps from the classes below it in a Window,
-// Rolling or Concurrency limit, while it is active: Share(Reserve[k],
+// Rolling or Concurrency limit, while it is active: Portion(Reserve[k],
 // Rate) events (or leases). k must be below len(Reserve).
-func (l *Limit) Hold(k int) int64 { return Share(l.Reserve[k], l.Rate) }
+func (l *Limit) Hold(k int) int64 { return Portion(l.Reserve[k], l.Rate) }
 
 // ActiveSpan returns ActiveFor with its default applied: how long after
 // a class's last admitted request its reserve is held.
@@ -77,7 +77,7 @@ func (l *Limit) ActiveSpan() time.Duration {
 
 // Lanes returns the lanes of a GCRA limit with a Reserve, one per class:
 // lane k < len(Reserve) has the limit's Name and Period, rate
-// Share(Reserve[k], Rate) and burst Share(Reserve[k], Burst); the bottom
+// Portion(Reserve[k], Rate) and burst Portion(Reserve[k], Burst); the bottom
 // lane has what the others leave of each. Each lane's interval is rounded
 // up, so the lanes together never admit more than the limit. Nil for any
 // other limit.
@@ -102,12 +102,12 @@ func (l *Limit) lane(k int) Limit {
 // laneRate returns the rate and burst of lane k (see Lanes).
 func (l *Limit) laneRate(k int) (rate, burst int64) {
 	if k < len(l.Reserve) {
-		return Share(l.Reserve[k], l.Rate), Share(l.Reserve[k], l.burst())
+		return Portion(l.Reserve[k], l.Rate), Portion(l.Reserve[k], l.burst())
 	}
 	rate, burst = l.Rate, l.burst()
 	for _, bp := range l.Reserve {
-		rate -= Share(bp, l.Rate)
-		burst -= Share(bp, l.burst())
+		rate -= Portion(bp, l.Rate)
+		burst -= Portion(bp, l.burst())
 	}
 	return rate, burst
 }
@@ -127,13 +127,13 @@ func paceTime(s, d, f, rl, x int64) int64 {
 
 // paceRate is the rate a paced window paces a request of class c at
 // before its last PaceLead: the whole Rate for class 0 (and for every
-// class without a PaceReserve), Rate less Share(PaceReserve, Rate) for
+// class without a PaceReserve), Rate less Portion(PaceReserve, Rate) for
 // the classes below.
 func (l *Limit) paceRate(c int) int64 {
 	if c == 0 || l.PaceReserve == 0 {
 		return l.Rate
 	}
-	return l.Rate - Share(l.PaceReserve, l.Rate)
+	return l.Rate - Portion(l.PaceReserve, l.Rate)
 }
 
 // validateClasses checks Reserve, ActiveFor, Pace and PaceReserve of a
@@ -184,7 +184,7 @@ func (l *Limit) validateClasses(bad func(string, ...any) error) error {
 // a GCRA limit of its own: at least one event per period and a burst of
 // at least one, an interval of at least 1µs, a tolerance within 2^51µs.
 func (l *Limit) validateLanes(bad func(string, ...any) error) error {
-	// least is the reserve, in basis points, that makes Share(bp, of) at
+	// least is the reserve, in basis points, that makes Portion(bp, of) at
 	// least 1.
 	least := func(of int64) int64 { return (BasisPoints + of - 1) / of }
 	for k := 0; k <= len(l.Reserve); k++ {

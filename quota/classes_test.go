@@ -12,16 +12,16 @@ import (
 	"github.com/fleetquota/throttle/quota"
 )
 
-// TestShareExact: Share is floor(of*bp/10000) for every of up to
+// TestPortionExact: Portion is floor(of*bp/10000) for every of up to
 // MaxInt64, with no overflow.
-func TestShareExact(t *testing.T) {
+func TestPortionExact(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	check := func(bp, of int64) {
 		want := new(big.Int).Mul(big.NewInt(of), big.NewInt(bp))
 		want.Quo(want, big.NewInt(quota.BasisPoints))
-		if got := quota.Share(bp, of); got != want.Int64() {
-			t.Fatalf("Share(%d, %d) = %d, want %v", bp, of, got, want)
+		if got := quota.Portion(bp, of); got != want.Int64() {
+			t.Fatalf("Portion(%d, %d) = %d, want %v", bp, of, got, want)
 		}
 	}
 	for _, of := range []int64{0, 1, 9999, 10000, 10001, quota.MaxExact, 1<<63 - 1} {
@@ -65,7 +65,7 @@ func TestClassesAndHolds(t *testing.T) {
 	}
 }
 
-// TestLanes: the lanes split rate and burst by Share, the bottom lane
+// TestLanes: the lanes split rate and burst by Portion, the bottom lane
 // takes the rest, and together they never run faster than the limit:
 // every lane's interval is rounded up, so the sum of their rates per
 // period is at most the limit's Rate.

@@ -312,11 +312,11 @@
 // Request.Class; a limit without a Reserve ignores it. Reserve[k] is the
 // share of the limit, in basis points, that class k keeps from the
 // classes below it. The arithmetic is exact integer math in every store:
-// Share(bp, of) = of/10000*bp + of%10000*bp/10000, rounded down.
+// Portion(bp, of) = of/10000*bp + of%10000*bp/10000, rounded down.
 //
 // A GCRA limit with classes is kept as lanes, one per class (Limit.Lanes):
-// lane k < len(Reserve) is a GCRA limit of rate Share(Reserve[k], Rate)
-// and burst Share(Reserve[k], Burst), the bottom lane has the rest of
+// lane k < len(Reserve) is a GCRA limit of rate Portion(Reserve[k], Rate)
+// and burst Portion(Reserve[k], Burst), the bottom lane has the rest of
 // each. Each lane rounds its interval up, so together they never admit
 // more than Burst at once and Rate per Period after it. The bottom lane's
 // state is the limit's own key (so a limit that gains classes keeps what
@@ -364,7 +364,7 @@
 // DefaultActiveFor) before now; the store records, on each admission of
 // a class above the bottom, the class's time in the key's activity
 // record. For a request of class c, the hold h is the sum of Hold(k)
-// (Share(Reserve[k], Rate)) over the active classes k < c, and the limit
+// (Portion(Reserve[k], Rate)) over the active classes k < c, and the limit
 // admits only if:
 //
 //   - Window: count(window of t) + n + h <= Rate, also for a wait into a
@@ -397,7 +397,7 @@
 // Rate, and x <= Rate. The line starts F before the window, so the first
 // hundredth of the quota is there at its start, and reaches Rate at e - F.
 // With PaceReserve, a class below 0 (on a limit with classes) is paced at
-// Rl = Rate - Share(PaceReserve, Rate), and may not pass Rl, until e - F;
+// Rl = Rate - Portion(PaceReserve, Rate), and may not pass Rl, until e - F;
 // in the last F every class follows the line of Rate and may take what is
 // left. So class 0 always has its share of the line that has passed. The
 // earliest time in a window is max(t, paceTime(x)); for a class below 0
@@ -405,4 +405,114 @@
 // window that cannot admit x at all sends the request to the next window,
 // as without Pace. A caller that waits is given the time the line reaches
 // its count; one that fails fast, a RetryAfter to then.
+//
+// # Fair share
+//
+// A Limit with Fair is a GCRA limit (the vendor's account-wide limit, key
+// K) shared among the tenants of its requests. A request names its tenant
+// and weight with Request.Share: the tenant's part p = FairPart(Key), its
+// weight w = Share.Weighted() (1 to MaxWeight). With T, B and DVT = B*T
+// K's interval, burst and tolerance, n the item's cost (a class is
+// ignored) and H = T: nobody books K more than H ahead, so K stays the
+// exact truth of what goes to the vendor, and the order of the waits
+// lives in a lane per tenant, its virtual time at its fair rate. A
+// request that cannot go near now gets an appointment in its tenant's
+// lane and comes back then.
+//
+// State, per fair item key K, all in the request's tag: K's GCRA state,
+// as any GCRA limit's; each tenant's lane, a GCRA tat (idle once it is at
+// or before now); and the active set, each tenant's weight and when it
+// was last seen (µs), with W the sum of the weights in it. (Redis: the
+// lane is the string <prefix>{<tag>}:!fair:<K>:<p>, the set the ZSET
+// !fairz:<K>, member p, score seen, and the HASH !fairw:<K>, p -> weight
+// and the field "" -> W; p is never "".)
+//
+// The active set, at a decision at now, with S = Limit.FairSpan() (the
+// Period, at least FairActive) in µs; a member is stale when seen + S <=
+// now:
+//
+//  1. If no member is live (every one stale, or none), the set is empty,
+//     W = 0: it is forgotten, as its expiry would.
+//  2. Else the stale members lowest in (seen, p) order (p compared as
+//     bytes, as a ZSET orders equal scores), at most FairExpire (16), leave
+//     it, their weights taken from W.
+//  3. Then tenant p: a member has its weight set to w (W moves by the
+//     difference), a newcomer joins with w (W += w); its seen is now.
+//
+// W is that sum, p included. An admitted or deferred decision writes the
+// result (Redis: both keys then expire S and a slack past the write; rule
+// 1 makes the expiry change no decision). A denied decision, and a read of
+// the state (status), write nothing and see the same W.
+//
+// The lane: (Ti, bi) = FairLane(T, B, W, w): Ti = ceil(T*W/w) (float64,
+// product first; at most MaxExact/B), bi = max(1, B*w/W). With tat_i =
+// max(the lane's tat, now), the request's standing is one of three, each
+// leaving K to those above it, with h = FairHold(B) = max(1, B/10):
+//
+//   - within its share: no Appointment, and its lane admits it near now,
+//     tat_i + n*Ti - bi*Ti <= now + H. K admits it at t when t >= tat_K +
+//     n*T - DVT and t <= now + H.
+//   - back at its appointment (Appointment set): K admits it at t when t
+//     >= tat_K + n*T - (DVT - min(h, B-n)*T) and t <= now: at once or not
+//     at all, leaving the hold to those within their share.
+//   - over its share (any other): as at an appointment, leaving
+//     min(2h, B-n) instead: the appointments, which keep the order of the
+//     waits, come before it.
+//
+// tat_K is K's, drained by a pause as any GCRA limit's. In the fixpoint a
+// time past the latest slot is beyond: the fixpoint stops, as past a
+// window's horizon.
+//
+// Admitted: the fixpoint ends within every horizon at t, no lease cap is
+// full and t - now <= MaxWait. Every item is charged at t as usual, K
+// included; a request within its share also charges its lane, tat_i =
+// max(tat_i, t) + n*Ti; the active set is written. A fixpoint that ends
+// within the horizons but past MaxWait is denied as any (RetryAfter t -
+// now).
+//
+// Deferred: the fixpoint stopped (beyond), the stack has a fair item and
+// no lease cap is full. A second fixpoint finds when the stack would
+// admit the request back at its appointment, every fair item at that
+// standing's tolerance and with no horizon, from t0 = max(now, the
+// pause's end, a), a the latest appointment of the fair items: a_k =
+// max(now, tat_i + n*Ti - bi*Ti) without Appointment, now with it. If it
+// ends within the other limits' horizons at tf, and tf - now <= MaxWait,
+// the result is Deferred (not Allowed) with RetryAfter tf - now: without
+// Appointment each fair item's lane is booked at its appointment, tat_i =
+// max(tat_i, a_k) + n*Ti (a GCRA charge at a_k); the active sets are
+// written; nothing else is charged. The decider is the second fixpoint's:
+// the item that last moved t, else the fair item whose appointment set t0
+// (the first of the latest), else the pause.
+//
+// Denied otherwise, writing nothing, with RetryAfter from a third fixpoint:
+// every fair item at the request's own tolerance with no horizon, from
+// max(now, the pause's end): when the stack would admit the request as it
+// stands if nobody reserved meanwhile (or where that fixpoint stopped).
+//
+// Status of a fair item is K's, as any GCRA limit's. Cancel of an
+// admitted request gives back K by the GCRA rules, and its lane charge by
+// the same rules on the lane (its own mark); a Deferred result has
+// nothing to cancel: a lost appointment delays only its tenant's later
+// appointments, by its slot. Settle settles K as any GCRA limit, and the
+// lane charge as a GCRA limit of interval Ti and tolerance bi*Ti as
+// decided, whose DebtReach is Period + bi*Ti: so a tenant pays for what
+// its requests actually cost in its own lane. Sync drains K alone: the
+// vendor speaks of the whole limit, and a lane is no vendor's.
+//
+// The bounds: K is a GCRA limit charged only near now, so the vendor
+// never sees more than the limit. A lone tenant's lane is the whole
+// limit (W = w: Ti = T, bi = B) and is charged with K, so its requests
+// are within their share whenever K admits them near now; its waiters'
+// appointments follow one another at K's rate, leaving the hold once: it
+// gets the whole rate. A request within its share (of cost at most h) is
+// admitted within H whatever the others demand, as long as the other
+// requests within their share at that moment leave it room in the hold:
+// appointments and requests over their share leave K's tat at most DVT -
+// h*T past now, and the lanes' rates add up to at most K's, so those
+// within their share take the hold only in their lanes' bursts.
+// Otherwise it is deferred, its lane booked at once, to when K admits it
+// at an appointment. (The conformance measures it: a tenant arriving
+// behind 300 waiters of another goes within H, where the bound asked for
+// is H and its lane interval.) A request with no fair item reads and
+// writes what it did, and the memory store allocates nothing more for it.
 package quota

@@ -62,6 +62,9 @@ type classState struct {
 	// stops holding its reserve.
 	seen      []int64
 	seenUntil int64
+	// fair is the active set of a Fair limit's key, held in a cell of its
+	// own (fairSetKey), nil in any other cell (package doc "Fair share").
+	fair *fairSet
 }
 
 // bucket is the count of one bucket of a Rolling limit, [start, start+W),
@@ -133,6 +136,9 @@ func (c *cell) expires() int64 {
 			e = max(e, g.tat)
 		}
 		e = max(e, c.cls.seenUntil)
+		if c.cls.fair != nil {
+			e = max(e, c.cls.fair.until)
+		}
 	}
 	return max(e, c.learnedUntil)
 }
@@ -328,6 +334,9 @@ type item struct {
 	// hold is, for a Window, Rolling or Concurrency limit with classes,
 	// what the active classes above the request's keep from it.
 	hold int64
+	// fair is, for a Fair limit, its tenant's lane and active set; nil
+	// for any other.
+	fair *fairItem
 	tat  int64 // GCRA: max(stored tat, now)
 	prev int64 // GCRA: the stored tat as read, before this decision
 	T    int64 // GCRA: emission interval
@@ -417,6 +426,9 @@ func (it *item) earliest(t int64) (int64, bool) {
 		if it.lanes != nil {
 			return it.earliestLane(t)
 		}
+		if it.fair != nil {
+			return it.earliestFair(t)
+		}
 		return max(t, it.tat+cost*it.T-it.dvt), false
 	case Rolling:
 		e := max(t, it.due)
@@ -504,6 +516,13 @@ func decide(items []item, now, paused int64) (t int64, decider int, ok bool) {
 	if paused > 0 {
 		drainPaused(items, paused)
 	}
+	return fixpoint(items, t, decider)
+}
+
+// fixpoint moves t, set by decider, forward until every item admits at
+// it (or one is beyond its horizon, or the rounds run out): the loop of
+// decide.
+func fixpoint(items []item, t int64, decider int) (int64, int, bool) {
 	for round := 0; round < maxRounds; round++ {
 		moved := false
 		for i := range items {
@@ -709,19 +728,7 @@ func settle(items []item, now int64, marks []mark, actual []int64) {
 		delta := actual[i] - it.cost
 		if it.lim.Kind == GCRA {
 			g, lim := it.charged(marks[i], now)
-			T := lim.Interval()
-			delta = min(delta, MaxExact/T) // keeps stored times exact
-			switch {
-			case delta > 0: // debt: the next requests wait for it, at most a period from now
-				if tat := min(max(g.tat, now)+delta*T, now+lim.DebtReach()); tat > g.tat {
-					g.tat = tat
-				}
-			case g.tat == marks[i].set: // the latest reservation: as if it cost actual
-				g.tat = marks[i].set + delta*T
-				if g.tat <= now {
-					g.tat, g.holes = 0, nil
-				}
-			}
+			g.settle(marks[i], delta, lim.Interval(), lim.DebtReach(), now)
 			continue
 		}
 		found := false

@@ -323,6 +323,10 @@ type Limit struct {
 	// until the last PaceLead of the window. Needs Pace, and classes
 	// (a Reserve) to tell class 0 from the others.
 	PaceReserve int64
+	// Fair shares a GCRA limit among the tenants of its requests
+	// (Request.Share): see package doc "Fair share". Only a GCRA limit
+	// without Reserve or Learn.
+	Fair bool
 }
 
 // Validate reports whether the limit is possible, naming the limit.
@@ -390,7 +394,12 @@ func (l *Limit) Validate() error {
 		return bad("unknown kind %d", l.Kind)
 	}
 	if l.Reserve != nil || l.Pace || l.PaceReserve != 0 || l.ActiveFor != 0 {
-		return l.validateClasses(bad)
+		if err := l.validateClasses(bad); err != nil {
+			return err
+		}
+	}
+	if l.Fair {
+		return l.validateFair(bad)
 	}
 	return nil
 }

@@ -329,11 +329,22 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	}
 	for i := range req.Items {
 		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), req.Class, now)
+		if req.Items[i].Limit.Fair {
+			items[i].initFair(s, tag, req.Items[i].Key, req.Share, req.Appointment, now)
+		}
 	}
 	t, decider, ok := decide(items, now, paused)
 	res := Result{Decider: decider, Limits: make([]Status, len(items))}
 	full, soonest := fullLease(items)
 	res.Allowed = full < 0 && ok && t-now <= req.MaxWaitMicros()
+	if !ok && full < 0 && hasFair(items) { // a fair item could not go near now
+		t, res.Decider, ok = deferFair(items, now, paused)
+		if res.Deferred = ok && t-now <= req.MaxWaitMicros(); res.Deferred {
+			bookFair(items, now)
+		} else {
+			t, res.Decider, _ = denyFair(items, now, paused)
+		}
+	}
 	var ops ReservationOps
 	var b *booking
 	if res.Allowed {
@@ -344,6 +355,10 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 			ops.Release, ops.Renew = b.release, b.renew
 		}
 		charge(items, now, t, b.marks, b.lease)
+		if hasFair(items) {
+			chargeFair(items, now, t)
+			b.fair = fairMarks(items)
+		}
 		ops.Sync, ops.Settle = b.sync, b.settle
 		if t > now {
 			ops.Cancel = b.cancel
@@ -380,6 +395,9 @@ type booking struct {
 	// rates are the rates the learning limits ran at (Status.Rate), nil
 	// when the stack has none.
 	rates []int64
+	// fair is the lane charges of a stack with a Fair item, nil for any
+	// other.
+	fair  *fairBooking
 	items [4]Item
 	mks   [4]mark
 }
@@ -431,6 +449,13 @@ func (b *booking) cancel(context.Context) error {
 	items := b.cells(s, now)
 	freed := b.held(items, now)
 	refund(items, now, b.t, b.marks, b.lease)
+	if b.fair != nil && now < b.t {
+		for i, fm := range b.fair.lanes {
+			if fm.charged {
+				s.cell(b.tag, fairLaneKey(b.stack[i].Key, b.fair.part), now).gcraState.cancel(fm.mark, now)
+			}
+		}
+	}
 	s.mu.Unlock()
 	b.wake(freed)
 	return nil
@@ -509,6 +534,9 @@ func (b *booking) settle(_ context.Context, actual []int64) error {
 	defer s.mu.Unlock()
 	now := b.m.now()
 	settle(b.cells(s, now), now, b.marks, actual)
+	if b.fair != nil {
+		b.settleLanes(s, now, actual)
+	}
 	return nil
 }
 

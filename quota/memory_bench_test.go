@@ -168,3 +168,41 @@ func BenchmarkMemoryStoreHeapPerValue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMemoryStoreFairTenants measures what an active tenant of a
+// Fair limit costs the memory store: its entry in the active set and its
+// lane, a key of its own. 10^5 tenants (a value like "acct_100000000000001",
+// weight 1) each make one decision on one Fair limit; B/tenant is the
+// heap they take, divided by the tenants.
+//
+//	go test -run '^$' -bench MemoryStoreFairTenants -benchtime 1x ./quota/
+func BenchmarkMemoryStoreFairTenants(b *testing.B) {
+	const tenants = 100_000
+	l := &quota.Limit{Name: "shared", Kind: quota.GCRA, Rate: 1_000_000, Period: time.Second, Fair: true}
+	heap := func() int64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	var per float64
+	for range b.N {
+		clock := quotatest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		base := heap()
+		m := quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+		for i := range tenants {
+			req := quota.Request{Tag: "p", Items: []quota.Item{{Limit: l, Key: "shared"}},
+				Share: quota.Share{Key: "acct_" + strconv.FormatInt(1e14+int64(i), 10)}}
+			if _, err := m.Reserve(context.Background(), &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		per = float64(heap()-base) / tenants
+		if n, _ := m.FairSet("p", "shared"); n != tenants {
+			b.Fatalf("%d tenants in the active set, want %d", n, tenants)
+		}
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(per, "B/tenant")
+}

@@ -116,6 +116,14 @@ type Request struct {
 	// admits only a request that can go at once. Above LongestWait it
 	// counts as LongestWait.
 	MaxWait time.Duration
+	// Share names the tenant a Fair item is shared by, and its weight
+	// (package doc "Fair share"). Items whose limit is not Fair ignore
+	// it.
+	Share Share
+	// Appointment says the request comes back at the appointment a
+	// Deferred result gave it: its lane slot is booked already (package
+	// doc "Fair share"). Items whose limit is not Fair ignore it.
+	Appointment bool
 }
 
 // LongestWait is the longest wait a store grants: a Request's MaxWait above
@@ -190,6 +198,11 @@ func (r *Request) Validate() error {
 	if r.Class < 0 {
 		return fmt.Errorf("%w request: class %d is negative", ErrInvalid, r.Class)
 	}
+	if r.Share != (Share{}) && r.HasFair() {
+		if err := r.validateShare(); err != nil {
+			return err
+		}
+	}
 	for _, p := range r.Pauses {
 		if p == "" {
 			return fmt.Errorf("%w request: empty pause key", ErrInvalid)
@@ -228,12 +241,21 @@ type Status struct {
 type Result struct {
 	// Allowed is true when the request was admitted and charged.
 	Allowed bool
+	// Deferred is set when a request with a Fair item was not admitted
+	// near now, but the tenant's lane booked a slot for it (package doc
+	// "Fair share"): the caller comes back after RetryAfter with
+	// Request.Appointment set. A Deferred result is only given when
+	// RetryAfter is within the request's MaxWait; it is not Allowed, and
+	// holds nothing to cancel. (Beside Allowed, so that a Result is no
+	// larger than before.)
+	Deferred bool
 	// Wait is, when Allowed, how long from the decision until the
 	// reserved slot; zero means go at once.
 	Wait time.Duration
 	// RetryAfter is, when not Allowed, how long until the stack would
 	// admit the request if nobody else reserved meanwhile.
 	RetryAfter time.Duration
+
 	// Decider is the index in Request.Items of the limit that set the
 	// slot time (the one that made the request wait or be denied), or
 	// NoDecider, or PausedDecider.

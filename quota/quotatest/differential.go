@@ -33,6 +33,12 @@ func templates() []*quota.Limit {
 	roll.Reserve, roll.ActiveFor = []int64{2500}, time.Second
 	streams := concurrent("streams-held", 3, 5*time.Second)
 	streams.Reserve, streams.ActiveFor = []int64{3400}, 3*time.Second
+	shared := gcra("shared", 10, time.Second, 0)
+	shared.Fair = true
+	sharedOdd := gcra("shared-odd", 3, 10*time.Second, 2) // T 3.333334s, a span of 10s
+	sharedOdd.Fair = true
+	sharedOne := gcra("shared-one", 5, time.Second, 1) // a hold of 1 is the whole burst
+	sharedOne.Fair = true
 	return []*quota.Limit{
 		gcra("peak", 10, time.Second, 0),
 		gcra("one", 1, time.Second, 1),
@@ -45,8 +51,16 @@ func templates() []*quota.Limit {
 		rolling("rolling-hour", 20, time.Hour),
 		concurrent("streams", 3, 5*time.Second),
 		lanes, odd, held, paced, daily, roll, streams,
+		shared, sharedOdd, sharedOne,
 	}
 }
+
+// tenants are the tenants random requests share Fair limits as: none,
+// plain parts, a hashed one, and values a store must make safe.
+var tenants = []string{"", "acme", "b-2", quota.SafePart("c d"), "c d", "{e}"}
+
+// weights are the weights random requests give their tenant (0 is 1).
+var weights = []int64{0, 1, 2, 7, quota.MaxWeight}
 
 // Differential draws random stacks and a random sequence of reserves,
 // cancels, lease releases and renewals, pauses and clock steps from seed, runs it on a fresh store from
@@ -75,6 +89,8 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 	var reservations []held
 	var leased []held   // admitted with a lease, not released yet
 	var admitted []held // admitted, not settled yet
+	// deferred are the requests deferred with an appointment, not back yet.
+	var deferred []*ModelReservation
 	tags := []string{"p", "q"}
 	where := func(n int) string { return fmt.Sprintf("seed %d step %d at %v", seed, n, clock.Now()) }
 	cancel := func(n int, h held) {
@@ -109,6 +125,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 		if want.Allowed && want.leases != nil && slices.ContainsFunc(want.leases, func(l *lease) bool { return l != nil }) {
 			leased = append(leased, h)
+		}
+		if want.Deferred {
+			deferred = append(deferred, want)
 		}
 	}
 	lease := func(n int, renew bool) {
@@ -199,6 +218,16 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 			for k := 2 + rng.IntN(12); k > 0; k-- {
 				reserve(n, req)
 			}
+		case op == 8 && len(deferred) > 0: // a deferred request comes back, mostly at its appointment
+			j := rng.IntN(len(deferred))
+			d := deferred[j]
+			deferred = slices.Delete(deferred, j, j+1)
+			if rng.IntN(4) > 0 {
+				clock.Set(d.at.Add(d.RetryAfter))
+			}
+			req := d.req
+			req.Appointment = true
+			reserve(n, req)
 		case op == 7: // a random subset of the waiters cancels, in random order
 			for _, i := range rng.Perm(len(reservations)) {
 				if rng.IntN(2) == 0 {
@@ -224,6 +253,9 @@ func Differential(t *testing.T, seed int64, steps int, newStores ...NewStore) {
 		}
 		if len(admitted) > 100 {
 			admitted = append(admitted[:0], admitted[50:]...)
+		}
+		if len(deferred) > 50 {
+			deferred = append(deferred[:0], deferred[25:]...)
 		}
 	}
 	check(steps)
@@ -263,6 +295,15 @@ func randomRequest(rng *rand.Rand, lims []*quota.Limit, tags []string) quota.Req
 			req.Items[i].Cost = 0
 		}
 	}
+	if req.HasFair() {
+		// A few tenants, each mostly at one weight, so that weights
+		// change now and then.
+		j := rng.IntN(len(tenants))
+		req.Share = quota.Share{Key: tenants[j], Weight: weights[j%len(weights)]}
+		if rng.IntN(5) == 0 {
+			req.Share.Weight = weights[rng.IntN(len(weights))]
+		}
+	}
 	return req
 }
 
@@ -272,6 +313,9 @@ func compare(got *quota.Reservation, want *ModelReservation) string {
 	}
 	if got.Wait != want.Wait {
 		return fmt.Sprintf("wait %v, model %v", got.Wait, want.Wait)
+	}
+	if got.Deferred != want.Deferred {
+		return fmt.Sprintf("deferred %v, model %v (model retry %v, store retry %v)", got.Deferred, want.Deferred, want.RetryAfter, got.RetryAfter)
 	}
 	if !want.Beyond && got.RetryAfter != want.RetryAfter {
 		return fmt.Sprintf("retry after %v, model %v", got.RetryAfter, want.RetryAfter)
@@ -286,6 +330,9 @@ func compare(got *quota.Reservation, want *ModelReservation) string {
 
 func describe(req *quota.Request) string {
 	s := fmt.Sprintf("tag %s class %d cost %d max wait %v [", req.Tag, req.Class, req.Cost, req.MaxWait)
+	if req.HasFair() {
+		s = fmt.Sprintf("tenant %q weight %d appointment %v %s", req.Share.Key, req.Share.Weight, req.Appointment, s)
+	}
 	for i, it := range req.Items {
 		if i > 0 {
 			s += " "

@@ -48,6 +48,12 @@ type Model struct {
 	// seen is, per key of a held limit with classes, every admission
 	// of a class above the bottom: the activity log.
 	seen map[string][]admission
+	// fair is, per key of a Fair limit, its active set: each tenant's
+	// part, weight and when it was last seen (see fairmodel.go).
+	fair map[string]map[string]*tenantSeen
+	// views are, during Reserve, the Fair items' views of the decision
+	// (nil for other items).
+	views []*fairView
 }
 
 // admission is one admitted request of a class on a key, at the
@@ -92,7 +98,7 @@ type lease struct{ taken, ended, rate int64 }
 func NewModel() *Model {
 	return &Model{gcra: map[string]*charges{}, count: map[string]map[int64]int64{},
 		log: map[string][]*event{}, pause: map[string]int64{}, leases: map[string][]*lease{},
-		seen: map[string][]admission{}}
+		seen: map[string][]admission{}, fair: map[string]map[string]*tenantSeen{}}
 }
 
 // held returns the leases of key k that hold at now, and the soonest and
@@ -123,6 +129,9 @@ type ModelReservation struct {
 	events  []*event  // per item: the rolling window's event, else nil
 	leases  []*lease  // per item: the lease taken, nil but for Concurrency
 	lanes   []int     // per item: the lane charged, for a GCRA limit with classes
+	// fairLanes are, per Fair item, the tenant's lane charge (nil when
+	// its lane was not charged), with the lane's key, interval and burst.
+	fairLanes []*laneCharge
 	// used is, per item once settled, the cost Check counts: the actual
 	// cost when it is below the estimate (an excess is a debt, beyond
 	// what the limit admits by design); nil before Settle.
@@ -131,6 +140,7 @@ type ModelReservation struct {
 
 	cancelled bool // cancelled before its slot: it never went
 	req       quota.Request
+	at        time.Time // the decision's now
 }
 
 func keyOf(tag, key string) string { return tag + "\x00" + key }
@@ -282,7 +292,7 @@ func windowAdmits(req *quota.Request, i int, t, s, e, count, h int64) bool {
 	}
 	rl := l.Rate
 	if classOf(req, l) > 0 && t < e-quota.PaceLead(e-s) {
-		rl -= quota.Share(l.PaceReserve, l.Rate)
+		rl -= quota.Portion(l.PaceReserve, l.Rate)
 	}
 	return x <= rl && t >= paceLine(s, e, rl, x)
 }
@@ -299,6 +309,9 @@ func (m *Model) admits(req *quota.Request, i int, t, now, paused int64) bool {
 			return m.laneAdmits(req, i, t, now, paused) >= 0
 		}
 		tat := max(m.tat(k), now, floor(req, i, paused))
+		if v := m.view(i); v != nil {
+			return v.admits(t, tat, cost)
+		}
 		return t >= tat+cost*it.Limit.Interval()-it.Limit.Tolerance()
 	case quota.Concurrency: // decided apart, at now: see Reserve
 		return true
@@ -323,6 +336,8 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 	start := max(n, paused)
 	candidates := []int64{start}
 	horizon := int64(1<<62 - 1)
+	m.views = m.fairViews(&req, n)
+	defer func() { m.views = nil }()
 	for i, it := range req.Items {
 		k := keyOf(req.Tag, it.Key)
 		if it.Limit.Kind == quota.Concurrency {
@@ -338,6 +353,10 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		if it.Limit.Kind == quota.GCRA {
 			tat := max(m.tat(k), n, floor(&req, i, paused))
 			candidates = append(candidates, tat+req.CostOf(i)*it.Limit.Interval()-it.Limit.Tolerance())
+			if v := m.view(i); v != nil {
+				c := tat + req.CostOf(i)*it.Limit.Interval()
+				candidates = append(candidates, c-v.dvt, c-v.whole, v.a)
+			}
 			continue
 		}
 		if it.Limit.Kind == quota.Rolling {
@@ -353,7 +372,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		for w := 0; w < 3; w++ {
 			if it.Limit.Pace { // where the lines reach this window's count
 				x := m.count[k][s] + req.CostOf(i) + m.hold(&req, i, n)
-				rl := it.Limit.Rate - quota.Share(it.Limit.PaceReserve, it.Limit.Rate)
+				rl := it.Limit.Rate - quota.Portion(it.Limit.PaceReserve, it.Limit.Rate)
 				candidates = append(candidates, paceLine(s, e, it.Limit.Rate, x), paceLine(s, e, rl, x), e-quota.PaceLead(e-s))
 			}
 			candidates = append(candidates, e)
@@ -364,37 +383,68 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		}
 	}
 	slices.Sort(candidates)
-	slot := int64(-1)
-	for _, c := range candidates {
-		if c < start {
-			continue
-		}
-		ok := true
-		for i := range req.Items {
-			if !m.admits(&req, i, c, n, paused) {
-				ok = false
-				break
+	// search returns the first candidate from from on at which every
+	// item admits, or -1.
+	search := func(from int64) int64 {
+		for _, c := range candidates {
+			if c < from {
+				continue
+			}
+			ok := true
+			for i := range req.Items {
+				if !m.admits(&req, i, c, n, paused) {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return c
 			}
 		}
-		if ok {
-			slot = c
-			break
-		}
+		return -1
 	}
-	r := &ModelReservation{req: req}
+	slot := search(start)
+	r := &ModelReservation{req: req, at: now}
 	r.Limits = make([]quota.Status, len(req.Items))
 	r.Beyond = slot < 0 || slot >= horizon
 	r.Allowed = !r.Beyond && slot-n <= req.MaxWaitMicros()
 	// A Concurrency limit whose leases are all held at now denies,
 	// whatever the wait, until its soonest lease ends.
+	full := false
 	for i, it := range req.Items {
 		if it.Limit.Kind != quota.Concurrency {
 			continue
 		}
 		if held, soonest, _ := m.held(keyOf(req.Tag, it.Key), n); held+m.hold(&req, i, n) >= it.Limit.Rate {
-			r.Allowed, r.Decider = false, i
+			r.Allowed, r.Decider, full = false, i, true
 			slot = max(slot, soonest)
 			break
+		}
+	}
+	if r.Beyond && !full && m.fairStack() {
+		// No slot near now: the second search, with every Fair item at
+		// its whole tolerance, from its appointment on.
+		from := start
+		for _, v := range m.views {
+			if v != nil {
+				v.second = true
+				from = max(from, v.a)
+			}
+		}
+		slot = search(from)
+		r.Beyond = slot < 0 || slot >= horizon
+		if r.Deferred = !r.Beyond && slot-n <= req.MaxWaitMicros(); r.Deferred {
+			m.fairDefer(&req, n)
+		} else {
+			// Denied: when it would go as it stands, at its own
+			// tolerance.
+			for _, v := range m.views {
+				if v != nil {
+					v.second, v.own = false, true
+				}
+			}
+			slot = search(start)
+			r.Beyond = slot < 0 || slot >= horizon
 		}
 	}
 	if !r.Allowed {
@@ -463,6 +513,7 @@ func (m *Model) Reserve(req quota.Request, now time.Time) *ModelReservation {
 		m.count[k][s] += cost
 		r.starts[i] = s
 	}
+	r.fairLanes = m.fairCharge(&req, n, slot)
 	m.admitted = append(m.admitted, r)
 	for i := range req.Items {
 		r.Limits[i] = m.status(&req, i, n, slot, paused, r.lanes[i])
@@ -548,9 +599,10 @@ func (m *Model) Cancel(r *ModelReservation, now time.Time) {
 		}
 		if it.Limit.Kind == quota.GCRA {
 			r.charges[i].cancelled = true
-			cs := m.gcra[r.gcraKey(i)]
-			for len(*cs) > 0 && (*cs)[len(*cs)-1].cancelled {
-				*cs = (*cs)[:len(*cs)-1]
+			m.gcra[r.gcraKey(i)].trim()
+			if lc := r.fairLane(i); lc != nil { // the lane charge too, by the same rule
+				lc.c.cancelled = true
+				m.gcra[lc.key].trim()
 			}
 			continue
 		}
@@ -594,16 +646,9 @@ func (m *Model) Settle(r *ModelReservation, actual []int64, now time.Time) {
 			if l.Reserve != nil { // the lane charged, at its own limit
 				l = &l.Lanes()[r.lanes[i]]
 			}
-			T := l.Interval()
-			cs := m.gcra[r.gcraKey(i)]
-			switch {
-			case delta > 0:
-				from := max(cs.tat(), n)
-				if occupy := min(delta*T, n+l.DebtReach()-from); occupy > 0 {
-					*cs = append(*cs, &charge{slot: n, occupy: occupy})
-				}
-			case len(*cs) > 0 && (*cs)[len(*cs)-1] == r.charges[i]:
-				r.charges[i].occupy += delta * T
+			m.gcra[r.gcraKey(i)].settle(r.charges[i], delta, l.Interval(), l.DebtReach(), n)
+			if lc := r.fairLane(i); lc != nil { // the lane at its own interval and reach
+				m.gcra[lc.key].settle(lc.c, delta, lc.Ti, l.Period.Microseconds()+lc.bi*lc.Ti, n)
 			}
 			continue
 		}

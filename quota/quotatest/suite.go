@@ -407,6 +407,7 @@ func Run(t *testing.T, newStore NewStore) {
 		t.Run("a full lane is borrowed: the whole rate is used", func(t *testing.T) { testClassBorrow(t, newStore) })
 		t.Run("sync drains the lowest lane first", func(t *testing.T) { testClassSync(t, newStore) })
 	})
+	t.Run("Fair share", func(t *testing.T) { runFair(t, newStore) })
 	t.Run("Pacing", func(t *testing.T) {
 		t.Run("spring-forward day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 3, 8, 0, 0, 0, 0, la), 23*time.Hour) })
 		t.Run("fall-back day", func(t *testing.T) { testPacedDay(t, newStore, time.Date(2026, 11, 1, 0, 0, 0, 0, la), 25*time.Hour) })
