@@ -36,7 +36,7 @@ func printPriority(w io.Writer, p *providers.Provider) {
 		if q.Pace {
 			pace := "paced over each window"
 			if q.PaceReserve > 0 {
-				pace += fmt.Sprintf(", %d kept for %s until the last 1%% of the window", quota.Share(q.PaceReserve, q.Rate), pr.Classes[0])
+				pace += fmt.Sprintf(", %d kept for %s until the last 1%% of the window", quota.Portion(q.PaceReserve, q.Rate), pr.Classes[0])
 			}
 			parts = append(parts, pace)
 		}

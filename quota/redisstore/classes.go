@@ -53,7 +53,7 @@ func makeClassArgs(l *quota.Limit) classArgs {
 		}
 		a.span = l.ActiveSpan().Microseconds()
 	}
-	a.paceLow = l.Rate - quota.Share(l.PaceReserve, l.Rate)
+	a.paceLow = l.Rate - quota.Portion(l.PaceReserve, l.Rate)
 	return a
 }
 
@@ -341,7 +341,7 @@ func paceLine(l *quota.Limit, class int, now time.Time) int64 {
 	f := quota.PaceLead(d)
 	rl := l.Rate
 	if class > 0 && at < e-f {
-		rl -= quota.Share(l.PaceReserve, l.Rate)
+		rl -= quota.Portion(l.PaceReserve, l.Rate)
 	}
 	// paceTime only grows with x: the largest x in [0, rl] at or before
 	// at, by bisection.
