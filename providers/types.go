@@ -210,6 +210,10 @@ type Limit struct {
 	// Only, when not empty, restricts the limit to requests whose scope
 	// value is one of these; it is left out of every other request's stack.
 	Only []string
+	// Fair, when not nil, shares the limit among the tenants of its
+	// requests (the "fair" field; Quota.Fair is set): Resolve names each
+	// request's tenant and weight in quota.Request.Share.
+	Fair *Fair
 }
 
 // A Route is a method and path pattern of a provider that adds limits and
