@@ -89,6 +89,14 @@ type fairFleet struct {
 
 	pending atomic.Int64 // requests started and not returned
 	wg      sync.WaitGroup
+
+	// gate holds the requests whose path starts with "hold" at the
+	// vendor until it is closed; blocked counts them. leases says the
+	// stack has a concurrency cap: a held request renews its lease on
+	// the clock.
+	gate    chan struct{}
+	blocked atomic.Int64
+	leases  bool
 }
 
 func newFairFleet(t *testing.T, yaml string) *fairFleet {
@@ -98,11 +106,16 @@ func newFairFleet(t *testing.T, yaml string) *fairFleet {
 		t.Fatal(err)
 	}
 	f := &fairFleet{t: t, clock: quotatest.NewClock(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)),
-		obs: &fairRecorder{}, sent: map[string]time.Time{}}
+		obs: &fairRecorder{}, sent: map[string]time.Time{}, gate: make(chan struct{})}
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		f.mu.Lock()
 		f.sent[strings.TrimPrefix(req.URL.Path, "/")] = f.clock.Now()
 		f.mu.Unlock()
+		if strings.HasPrefix(req.URL.Path, "/hold") {
+			f.blocked.Add(1)
+			<-f.gate
+			f.blocked.Add(-1)
+		}
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
 	})
 	f.rt, err = throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(base),
@@ -142,12 +155,16 @@ func (f *fairFleet) start(ctx context.Context, business, who string, errs chan<-
 	f.settle()
 }
 
-// settle waits until every request in flight has returned or waits on
-// the clock.
+// settle waits until every request in flight has returned, waits on the
+// clock or is held at the vendor.
 func (f *fairFleet) settle() {
 	f.t.Helper()
 	waitFor(f.t, "the requests in flight to wait on the clock", func() bool {
-		return int64(f.clock.Timers()) == f.pending.Load()
+		held := f.blocked.Load()
+		if f.leases {
+			held = 0 // each held request's lease renewal waits on the clock
+		}
+		return int64(f.clock.Timers()) == f.pending.Load()-held
 	})
 }
 
@@ -157,7 +174,39 @@ func (f *fairFleet) step(d time.Duration) {
 	for end := f.clock.Now().Add(d); f.clock.Now().Before(end); {
 		f.clock.Advance(100 * time.Millisecond)
 		f.settle()
+		if f.leases {
+			f.quiet()
+		}
 	}
+}
+
+// quiet waits until no event has been reported for 5ms of real time: a
+// release wakes a waiter for a lease without the clock (its timer stays
+// set until it has woken), so timers alone do not say it is done.
+func (f *fairFleet) quiet() {
+	for n := -1; ; {
+		f.obs.mu.Lock()
+		now := len(f.obs.events)
+		f.obs.mu.Unlock()
+		if now == n {
+			f.settle()
+			return
+		}
+		n = now
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// drain steps the clock until every request has returned: at most two
+// minutes of it (every max wait is one).
+func (f *fairFleet) drain() {
+	f.t.Helper()
+	for end := f.clock.Now().Add(2 * time.Minute); f.pending.Load() > 0; f.step(100 * time.Millisecond) {
+		if f.clock.Now().After(end) {
+			f.t.Fatalf("%d requests still pending after two minutes of the clock", f.pending.Load())
+		}
+	}
+	f.wg.Wait()
 }
 
 // sentAt reports when the request named who was sent.
@@ -244,8 +293,7 @@ func TestFairLightTenantNotDelayed(t *testing.T) {
 	if !ok || at.Sub(start) > 300*time.Millisecond {
 		t.Fatalf("the light tenant's request: sent %v, after %v; want within 300ms; its events %+v", ok, at.Sub(start), f.obs.of("light"))
 	}
-	f.step(10 * time.Second)
-	f.wg.Wait()
+	f.drain()
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -288,8 +336,7 @@ func TestFairAppointmentCancelled(t *testing.T) {
 	if got := f.clock.Timers(); got != timers-1 {
 		t.Errorf("%d timers after the cancel, want %d: its timer stopped", got, timers-1)
 	}
-	f.step(5 * time.Second)
-	f.wg.Wait()
+	f.drain()
 	if _, ok := f.sentAt("cancelled"); ok {
 		t.Error("the cancelled request was sent")
 	}
@@ -395,5 +442,75 @@ func BenchmarkTransportFair(b *testing.B) {
 		if _, err := rt.RoundTrip(req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFairWithConcurrencyCap: a stack with a fair limit and a
+// concurrency cap: a request admitted at its appointment takes its lease
+// then, and every lease taken is given back.
+func TestFairWithConcurrencyCap(t *testing.T) {
+	t.Parallel()
+	f := newFairFleet(t, strings.Replace(fairYAML, "limits: [{name: account, limit: 10/s burst 10, fair: tenant}]",
+		"limits: [{name: account, limit: 10/s burst 10, fair: tenant}, {name: streams, limit: 50 concurrent}]", 1))
+	errs := make(chan error, 30)
+	for i := 0; i < 30; i++ {
+		f.start(context.Background(), "heavy", "r-"+strconv.Itoa(i), errs)
+	}
+	if f.obs.count(throttle.Deferred) == 0 {
+		t.Fatal("nothing deferred")
+	}
+	f.drain()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if leased, released := f.obs.count(throttle.Leased), f.obs.count(throttle.Released); leased != 30 || released != 30 {
+		t.Errorf("%d leased, %d released, want 30 each", leased, released)
+	}
+}
+
+// TestFairWithFullConcurrencyCap: a fair limit beside a cap of three
+// requests in flight, all held by another tenant's requests the vendor
+// has not answered: the heavy tenant's requests wait for a lease first
+// (a full cap refuses before the fair limit defers), and, woken as the
+// leases come back, those over the tenant's share then wait for their
+// appointments; all go, and every lease comes back.
+func TestFairWithFullConcurrencyCap(t *testing.T) {
+	t.Parallel()
+	f := newFairFleet(t, strings.Replace(fairYAML, "limits: [{name: account, limit: 10/s burst 10, fair: tenant}]",
+		"limits: [{name: account, limit: 10/s burst 10, fair: tenant}, {name: streams, limit: 3 concurrent}]", 1))
+	f.leases = true
+	errs := make(chan error, 20)
+	for _, h := range []string{"hold-a", "hold-b", "hold-c"} {
+		f.start(context.Background(), "other", h, errs)
+	}
+	for i := 0; i < 13; i++ {
+		f.start(context.Background(), "heavy", "r-"+strconv.Itoa(i), errs)
+	}
+	if n := f.obs.count(throttle.Deferred); n != 0 {
+		t.Fatalf("%d deferred while the cap was full, want none", n)
+	}
+	close(f.gate)
+	waitFor(t, "the held requests to give their leases back", func() bool { return f.obs.count(throttle.Released) >= 3 })
+	f.quiet()
+	f.drain()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for i := 0; i < 13; i++ {
+		if _, ok := f.sentAt("r-" + strconv.Itoa(i)); !ok {
+			t.Errorf("r-%d not sent", i)
+		}
+	}
+	if leased, released := f.obs.count(throttle.Leased), f.obs.count(throttle.Released); leased != 16 || released != 16 {
+		t.Errorf("%d leased, %d released, want 16 each", leased, released)
+	}
+	if f.obs.count(throttle.Deferred) == 0 {
+		t.Error("nothing deferred once the leases came back")
 	}
 }
