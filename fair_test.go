@@ -82,6 +82,7 @@ type fairFleet struct {
 	t     *testing.T
 	clock *quotatest.Clock
 	rt    *throttle.Transport
+	mem   *quota.MemoryStore
 	obs   *fairRecorder
 
 	mu   sync.Mutex
@@ -118,8 +119,9 @@ func newFairFleet(t *testing.T, yaml string) *fairFleet {
 		}
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: req}, nil
 	})
+	f.mem = quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})
 	f.rt, err = throttle.New(throttle.WithRegistry(providers.NewRegistry(cfg)), throttle.WithBase(base),
-		throttle.WithStore(quota.NewMemoryStore(quota.MemoryOptions{Clock: f.clock})),
+		throttle.WithStore(f.mem),
 		throttle.WithClock(f.clock), throttle.WithObserver(f.obs))
 	if err != nil {
 		t.Fatal(err)
@@ -512,5 +514,43 @@ func TestFairWithFullConcurrencyCap(t *testing.T) {
 	}
 	if f.obs.count(throttle.Deferred) == 0 {
 		t.Error("nothing deferred once the leases came back")
+	}
+}
+
+// TestFairAppointmentAfterAPause: a pause set while a request waits for
+// its appointment holds it back: at its appointment it is deferred
+// again, to the pause's end, and sent then, not inside the pause.
+func TestFairAppointmentAfterAPause(t *testing.T) {
+	t.Parallel()
+	f := newFairFleet(t, fairYAML)
+	errs := make(chan error, 16)
+	for i := 0; i < 12; i++ {
+		f.start(context.Background(), "heavy", "before-"+strconv.Itoa(i), errs)
+	}
+	f.start(context.Background(), "heavy", "paused", errs)
+	ev := f.obs.of("paused")
+	if len(ev) != 1 || ev[0].Kind != throttle.Deferred {
+		t.Fatalf("events %+v, want a deferral", ev)
+	}
+	start := f.clock.Now()
+	if err := f.mem.Pause(context.Background(), "vendor", "pause", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	f.drain()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	at, ok := f.sentAt("paused")
+	if !ok || at.Sub(start) < 2*time.Second {
+		t.Errorf("sent %v, %v after the pause was set, want after its end (2s)", ok, at.Sub(start))
+	}
+	ev = f.obs.of("paused")
+	// Back at its appointment (300ms), deferred again past the pause's
+	// end (1.7s more at least), then decided.
+	if len(ev) < 3 || ev[1].Kind != throttle.Deferred || ev[1].Wait < 1700*time.Millisecond || ev[len(ev)-1].Kind != throttle.Decided {
+		t.Errorf("events %+v, want deferred again past the pause, then decided", ev)
 	}
 }
