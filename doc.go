@@ -34,7 +34,8 @@
 // # Per-request values
 //
 // The request's context carries what its limits need to know:
-// [WithBusiness] (the tenant, for limits scoped by business), [WithLabel],
+// [WithBusiness] (the tenant, for limits scoped by business and for the
+// fair share of a limit with fair: tenant), [WithLabel],
 // [WithCost] and [WithLimitCost] (what the request counts for, e.g. a
 // model call's tokens), [WithMaxWait] (a shorter wait than the provider's
 // max_wait) and [WithSettle] (a [Settler] that reads the real cost from
@@ -57,8 +58,10 @@
 //
 // # Observing
 //
-// An [Observer] is told every [Event]: decisions, waits, refusals, vendor
-// throttles, pauses, store errors and fallbacks. [SlogObserver] logs the
+// An [Observer] is told every [Event]: decisions, waits, refusals,
+// deferrals to an appointment in a fair limit (which the transport keeps:
+// it waits and asks again), vendor throttles, pauses, store errors and
+// fallbacks. [SlogObserver] logs the
 // ones that are not routine; package prom exports Prometheus metrics and
 // module github.com/fleetquota/throttle/otel OpenTelemetry metrics and
 // spans. Each [WithObserver] adds one.

@@ -23,7 +23,9 @@ const (
 	// retry-after). In shadow mode the request is sent anyway.
 	Refused
 	// Cancelled: the request's context ended while it waited; its slot was
-	// given back (a request waiting for a lease held none).
+	// given back (a request waiting for a lease, or for its appointment
+	// in a fair limit, held none). Wait is the wait planned for a slot,
+	// the time waited for a lease or an appointment.
 	Cancelled
 	// UpstreamThrottled: the vendor answered that it throttled the
 	// request (Status says how).
@@ -68,10 +70,18 @@ const (
 	// could have served: the figure was not settled, and the limit keeps
 	// the estimate. Delta is the figure reported minus the estimate.
 	SettleMalformed
+	// Deferred: the request's tenant was over its share of the fair
+	// limit Limit (the fair field), so the store booked it an
+	// appointment in the tenant's lane instead of a slot: the request
+	// waits Wait and then asks again, which ends in Decided or Refused
+	// (or Deferred again, when others took the limit first), or in
+	// Cancelled when its context ends meanwhile. A deferral holds
+	// nothing. In shadow mode (Shadow) the request is sent at once.
+	Deferred
 )
 
 var kindNames = [...]string{"", "decided", "waited", "refused", "cancelled", "upstream_throttled", "paused", "store_error", "fell_back",
-	"leased", "released", "lease_expired", "settled", "settle_malformed"}
+	"leased", "released", "lease_expired", "settled", "settle_malformed", "deferred"}
 
 // String returns the kind in snake case, e.g. "upstream_throttled", or
 // EventKind(n) for a kind this version does not know.
@@ -98,7 +108,8 @@ type Event struct {
 	// (a StoreError of a watch).
 	Class string
 	// Wait is the wait for the slot (Decided, Waited), the retry-after
-	// (Refused) or the pause (Paused).
+	// (Refused), the wait for the appointment (Deferred) or the pause
+	// (Paused).
 	Wait time.Duration
 	// Shadow is true when the provider is in shadow mode: nothing was
 	// delayed or refused.
@@ -115,8 +126,15 @@ type Event struct {
 	// Delta is, for Settled and SettleMalformed, the actual cost minus
 	// the estimate in the limit's units (a model API's tokens).
 	Delta int64
+	// Calls is, for Decided, Refused and Deferred, how many decisions
+	// the request has taken so far, this one included: calls to the
+	// store (or, while it fails, to the in-process limiter). 1 for a
+	// request decided once; each appointment kept, lease waited for
+	// and pause that came during a wait asks again. (A request decided
+	// again after a pause reports a Decided event per decision.)
+	Calls int
 	// Items and Statuses are the stack and its state after the decision
-	// (Decided, Refused).
+	// (Decided, Refused, Deferred).
 	Items    []quota.Item
 	Statuses []quota.Status
 }
@@ -133,7 +151,8 @@ type Observer interface {
 
 // SlogObserver logs every event that is not routine to logger: refusals,
 // cancellations, upstream throttles, pauses, store errors, fallbacks,
-// leases left to expire and malformed usage figures at Warn; waits, leases taken and released and
+// leases left to expire and malformed usage figures at Warn; waits,
+// deferrals to a fair limit's appointment, leases taken and released and
 // settled costs at Debug. Decisions that let a request go at once are not
 // logged. Scope values (tenant ids) are never logged.
 func SlogObserver(logger *slog.Logger) Observer { return slogObserver{logger} }
@@ -148,7 +167,7 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 			return
 		}
 		level = slog.LevelDebug
-	case Waited, Leased, Released, Settled:
+	case Waited, Leased, Released, Settled, Deferred:
 		level = slog.LevelDebug
 	}
 	if !o.l.Enabled(ctx, level) {
@@ -175,6 +194,9 @@ func (o slogObserver) Observe(ctx context.Context, e Event) {
 	}
 	if e.Kind == Settled || e.Kind == SettleMalformed {
 		attrs = append(attrs, slog.Int64("delta", e.Delta))
+	}
+	if e.Calls > 1 {
+		attrs = append(attrs, slog.Int("calls", e.Calls))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))

@@ -342,13 +342,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // again once its slot comes: the store then puts it after the pause,
 // behind the requests that reserved before it (their slots came first),
 // so the fleet keeps its arrival order (docs/decisions.md, "A pause set
-// while requests wait"). limit is the max wait before the context's
-// deadline cut it, and end when the wait must be over. It returns the
-// decision the request goes on (refused only in shadow mode), a
-// *LimitError, or the store's or the context's error.
+// while requests wait"). A decision deferred to an appointment in its
+// tenant's lane of a fair limit is kept (appointments). limit is the max
+// wait before the context's deadline cut it, and end when the wait must
+// be over. It returns the decision the request goes on (refused or
+// deferred only in shadow mode), a *LimitError, or the store's or the
+// context's error.
 func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.Request, rsv *quota.Reservation, limit time.Duration, end time.Time) (*quota.Reservation, error) {
 	shadow := p.Mode == providers.Shadow
 	cut := q.MaxWait < limit // by the context's deadline
+	calls := 1               // the decisions the request took: Event.Calls
 	var stop func()
 	defer func() {
 		if stop != nil {
@@ -357,15 +360,33 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 	}()
 	for {
 		var err error
-		if !rsv.Allowed && q.MaxWait > 0 && !shadow && leaseDecided(q, rsv.Decider) {
-			if rsv, err = t.waitLease(ctx, p, q, rsv); err != nil {
+		// Keep each appointment, and wait for a lease when a
+		// concurrency limit refused the decision: once per decision
+		// (the lease wait's last refusal by the cap is final), and again
+		// after each appointment, whose decision is a new one.
+		for leased := false; !shadow; {
+			if rsv.Deferred {
+				q, rsv, err = t.appointments(ctx, p, q, rsv, end, &calls)
+				leased = false
+			} else if !leased && !rsv.Allowed && q.MaxWait > 0 && leaseDecided(q, rsv.Decider) {
+				rsv, err = t.waitLease(ctx, p, q, rsv, &calls)
+				leased = true
+			} else {
+				break
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
 		decider := deciderName(q, rsv.Decider)
+		if rsv.Deferred { // shadow mode: sent at once, appointment or not
+			t.observe(ctx, Event{Kind: Deferred, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
+				Wait: rsv.RetryAfter, Shadow: true, Calls: calls, Items: q.Items, Statuses: rsv.Limits})
+			return rsv, nil
+		}
 		if !rsv.Allowed {
 			t.observe(ctx, Event{Kind: Refused, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
-				Wait: rsv.RetryAfter, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
+				Wait: rsv.RetryAfter, Shadow: shadow, Calls: calls, Items: q.Items, Statuses: rsv.Limits})
 			if shadow {
 				return rsv, nil
 			}
@@ -380,7 +401,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 			}
 		}
 		t.observe(ctx, Event{Kind: Decided, Provider: p.Name, Limit: decider, Class: p.ClassName(q.Class),
-			Wait: rsv.Wait, Shadow: shadow, Items: q.Items, Statuses: rsv.Limits})
+			Wait: rsv.Wait, Shadow: shadow, Calls: calls, Items: q.Items, Statuses: rsv.Limits})
 		if rsv.Wait <= 0 || shadow {
 			return rsv, nil
 		}
@@ -406,6 +427,7 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 		r := *q
 		r.MaxWait = max(end.Sub(t.clock.Now()), 0)
 		q = &r
+		calls++
 		if rsv, err = t.failover.reserve(ctx, p, q); err != nil {
 			return nil, err
 		}
@@ -425,8 +447,8 @@ func (t *Transport) admit(ctx context.Context, p *providers.Provider, q *quota.R
 // whole decision of the stack. It returns the first decision that admits
 // the request, or the last one, refused (by another limit, or by the
 // concurrency limit when the wait ran out); the context's error when it
-// ended first.
-func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quota.Request, rsv *quota.Reservation) (*quota.Reservation, error) {
+// ended first. calls counts the decisions taken.
+func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quota.Request, rsv *quota.Reservation, calls *int) (*quota.Reservation, error) {
 	start := t.clock.Now()
 	end := start.Add(q.MaxWait)
 	var w *quota.LeaseWaiter
@@ -460,6 +482,7 @@ func (t *Transport) waitLease(ctx context.Context, p *providers.Provider, q *quo
 		woken := w.Rearm()
 		r := *q
 		r.MaxWait = max(end.Sub(t.clock.Now()), 0)
+		*calls++
 		next, err := t.failover.reserve(ctx, p, &r)
 		if err != nil {
 			w.Done(woken)

@@ -33,7 +33,8 @@
 // "github.com/fleetquota/throttle/otel".
 //
 //	throttle.decisions        counter {decision}      every decision of the store (or the local limiter)
-//	    throttle.provider.name, throttle.outcome (admitted, refused),
+//	    throttle.provider.name, throttle.outcome (admitted, refused, deferred: given an
+//	    appointment in a fair limit, asked again then),
 //	    throttle.limit.name (the limit that made the request wait or refused it; absent when none did),
 //	    throttle.mode (enforce, shadow: a shadow refusal was sent anyway),
 //	    throttle.priority.class (the request's priority class; absent when the provider has none)
@@ -42,6 +43,14 @@
 //	                                                  wait it would have had)
 //	    throttle.provider.name, throttle.limit.name (when a limit made it wait),
 //	    throttle.priority.class
+//	throttle.appointment.duration histogram s         each wait for an appointment in a fair limit
+//	                                                  (a request over its tenant's share, deferred;
+//	                                                  none in shadow mode)
+//	    throttle.provider.name, throttle.limit.name (the fair limit), throttle.priority.class
+//	throttle.request.decisions histogram {decision}   the decisions (store calls) each admitted or
+//	                                                  refused request took: 1 when decided at once,
+//	                                                  more after appointments, lease waits, pauses
+//	    throttle.provider.name, throttle.priority.class
 //	throttle.cancellations    counter {cancellation}  requests whose context ended while they
 //	                                                  waited; their slots were given back
 //	    throttle.provider.name, throttle.limit.name, throttle.priority.class

@@ -28,7 +28,7 @@ const (
 	// declares; absent when the provider declares none.
 	ClassKey = attribute.Key("throttle.priority.class")
 	// OutcomeKey is what became of the request: OutcomeAdmitted,
-	// OutcomeRefused or OutcomeCancelled.
+	// OutcomeRefused, OutcomeDeferred or OutcomeCancelled.
 	OutcomeKey = attribute.Key("throttle.outcome")
 	// ModeKey is the provider's mode: "enforce" or "shadow".
 	ModeKey = attribute.Key("throttle.mode")
@@ -44,7 +44,15 @@ const (
 	OutcomeAdmitted  = "admitted"
 	OutcomeRefused   = "refused"
 	OutcomeCancelled = "cancelled"
+	// OutcomeDeferred: a decision that gave the request an appointment
+	// in its tenant's lane of a fair limit; it asks again then.
+	OutcomeDeferred = "deferred"
 )
+
+// DecisionBuckets are the bucket boundaries throttle.request.decisions
+// advises: one decision, a deferral kept, and the few more that
+// contention costs.
+var DecisionBuckets = []float64{1, 2, 3, 4, 6, 8, 16}
 
 // DefaultBuckets are the bucket boundaries, in seconds, that
 // throttle.wait.duration advises: the semantic conventions' boundaries for
@@ -69,6 +77,8 @@ type Observer struct {
 	debt          metric.Int64Counter
 	refund        metric.Int64Counter
 	malformed     metric.Int64Counter
+	appointment   metric.Float64Histogram
+	calls         metric.Int64Histogram
 }
 
 var _ throttle.Observer = (*Observer)(nil)
@@ -110,7 +120,7 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	m := s.mp.Meter(ScopeName)
 	var o Observer
-	var errs [14]error
+	var errs [16]error
 	o.decisions, errs[0] = m.Int64Counter("throttle.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions of the quota store (or the local limiter), by outcome and deciding limit."))
 	o.wait, errs[1] = m.Float64Histogram("throttle.wait.duration", metric.WithUnit("s"),
@@ -140,6 +150,12 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithDescription("Cost of reserved estimates left unused and asked back when the actual costs were settled."))
 	o.malformed, errs[13] = m.Int64Counter("throttle.settle.malformed", metric.WithUnit("{figure}"),
 		metric.WithDescription("Actual costs reported above the limit's rate, not settled: the estimates stayed charged."))
+	o.appointment, errs[14] = m.Float64Histogram("throttle.appointment.duration", metric.WithUnit("s"),
+		metric.WithDescription("The wait for each appointment in a fair limit that a request over its tenant's share was given."),
+		metric.WithExplicitBucketBoundaries(DefaultBuckets...))
+	o.calls, errs[15] = m.Int64Histogram("throttle.request.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("The decisions (store calls) each admitted or refused request took."),
+		metric.WithExplicitBucketBoundaries(DecisionBuckets...))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -158,8 +174,15 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 	case throttle.Decided:
 		o.decisions.Add(ctx, 1, byLimit(e, OutcomeKey.String(OutcomeAdmitted), mode(e.Shadow)))
 		o.wait.Record(ctx, e.Wait.Seconds(), byLimit(e))
+		o.recordCalls(ctx, e)
 	case throttle.Refused:
 		o.decisions.Add(ctx, 1, byLimit(e, OutcomeKey.String(OutcomeRefused), mode(e.Shadow)))
+		o.recordCalls(ctx, e)
+	case throttle.Deferred:
+		o.decisions.Add(ctx, 1, byLimit(e, OutcomeKey.String(OutcomeDeferred), mode(e.Shadow)))
+		if !e.Shadow { // a deferral in shadow mode is not waited for
+			o.appointment.Record(ctx, e.Wait.Seconds(), byLimit(e))
+		}
 	case throttle.Waited:
 		waitSpan(ctx, e, OutcomeAdmitted)
 	case throttle.Cancelled:
@@ -193,6 +216,18 @@ func (o *Observer) Observe(ctx context.Context, e throttle.Event) {
 		// Kinds the transport reports later get an instrument of their
 		// own here and a line in the package doc; until then they are
 		// not recorded.
+	}
+}
+
+// recordCalls records the decisions a request took, for an event that
+// says (an Observer fed by hand may leave Calls zero).
+func (o *Observer) recordCalls(ctx context.Context, e throttle.Event) {
+	if e.Calls > 0 {
+		attrs := append(make([]attribute.KeyValue, 0, 2), ProviderKey.String(e.Provider))
+		if e.Class != "" {
+			attrs = append(attrs, ClassKey.String(e.Class))
+		}
+		o.calls.Record(ctx, int64(e.Calls), metric.WithAttributes(attrs...))
 	}
 }
 

@@ -143,6 +143,13 @@ func (f *fixture) collect() string {
 					}
 					lines = append(lines, fmt.Sprintf("%s [%s] {%s} count=%d sum=%g", m.Name, m.Unit, attrs(p.Attributes), p.Count, p.Sum))
 				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					if !slices.Equal(p.Bounds, throttleotel.DecisionBuckets) {
+						f.t.Errorf("%s bounds %v, want DecisionBuckets", m.Name, p.Bounds)
+					}
+					lines = append(lines, fmt.Sprintf("%s [%s] {%s} count=%d sum=%d", m.Name, m.Unit, attrs(p.Attributes), p.Count, p.Sum))
+				}
 			default:
 				f.t.Errorf("%s: unexpected data %T", m.Name, m.Data)
 			}
@@ -195,6 +202,9 @@ throttle.decisions [{decision}] {throttle.limit.name=peak throttle.mode=shadow t
 throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted throttle.provider.name=failfast} 1
 throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted throttle.provider.name=vendor} 1
 throttle.decisions [{decision}] {throttle.mode=shadow throttle.outcome=admitted throttle.provider.name=shadow} 1
+throttle.request.decisions [{decision}] {throttle.provider.name=failfast} count=2 sum=2
+throttle.request.decisions [{decision}] {throttle.provider.name=shadow} count=2 sum=2
+throttle.request.decisions [{decision}] {throttle.provider.name=vendor} count=3 sum=3
 throttle.wait.duration [s] {throttle.limit.name=peak throttle.provider.name=vendor} count=2 sum=2
 throttle.wait.duration [s] {throttle.provider.name=failfast} count=1 sum=0
 throttle.wait.duration [s] {throttle.provider.name=shadow} count=1 sum=0
@@ -384,6 +394,37 @@ throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted
 throttle.wait.duration [s] {throttle.limit.name=peak throttle.priority.class=batch throttle.provider.name=vendor} count=1 sum=1
 throttle.wait.duration [s] {throttle.priority.class=interactive throttle.provider.name=vendor} count=1 sum=0
 throttle.wait.duration [s] {throttle.provider.name=vendor} count=1 sum=0
+`)
+	if got := f.collect(); got != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestMetricsOfFairShare: a deferral counts as a decision with the
+// outcome deferred, its wait in throttle.appointment.duration (not in
+// shadow mode), and each admitted or refused request's decisions in
+// throttle.request.decisions.
+func TestMetricsOfFairShare(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, e := range []throttle.Event{
+		{Kind: throttle.Decided, Provider: "vendor", Calls: 1},
+		{Kind: throttle.Deferred, Provider: "vendor", Limit: "tpm", Wait: 2 * time.Second, Calls: 1},
+		{Kind: throttle.Decided, Provider: "vendor", Calls: 2},
+		{Kind: throttle.Deferred, Provider: "vendor", Limit: "tpm", Wait: time.Second, Calls: 1, Shadow: true},
+		{Kind: throttle.Refused, Provider: "vendor", Limit: "tpm", Calls: 3},
+	} {
+		f.obs.Observe(ctx, e)
+	}
+	want := strings.TrimSpace(`
+throttle.appointment.duration [s] {throttle.limit.name=tpm throttle.provider.name=vendor} count=1 sum=2
+throttle.decisions [{decision}] {throttle.limit.name=tpm throttle.mode=enforce throttle.outcome=deferred throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.limit.name=tpm throttle.mode=enforce throttle.outcome=refused throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.limit.name=tpm throttle.mode=shadow throttle.outcome=deferred throttle.provider.name=vendor} 1
+throttle.decisions [{decision}] {throttle.mode=enforce throttle.outcome=admitted throttle.provider.name=vendor} 2
+throttle.request.decisions [{decision}] {throttle.provider.name=vendor} count=3 sum=6
+throttle.wait.duration [s] {throttle.provider.name=vendor} count=2 sum=0
 `)
 	if got := f.collect(); got != want {
 		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)

@@ -37,11 +37,17 @@ var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 
 // before them):
 //
 //	throttle_events_total{provider,event,limit,class} counter: every event by kind
-//	                                                 (decided, waited, refused, cancelled,
+//	                                                 (decided, waited, refused, cancelled, deferred,
 //	                                                 upstream_throttled, paused, store_error,
 //	                                                 fell_back); limit is the deciding limit or "",
 //	                                                 class the request's priority class or ""
 //	throttle_wait_seconds{provider,class}            histogram: the wait of each admitted request
+//	                                                 for its slot
+//	throttle_appointment_wait_seconds{provider,class} histogram: each wait for an appointment
+//	                                                 in a fair limit (a deferral)
+//	throttle_decisions_per_request{provider,class}   histogram: the decisions (store calls) each
+//	                                                 request took, counted when it is admitted
+//	                                                 or refused
 //	throttle_remaining{provider,limit}               gauge: remaining after the latest decision,
 //	                                                 for limits with one state per provider only
 //	throttle_upstream_throttled_total{provider,status} counter: vendor throttles by status
@@ -58,6 +64,14 @@ var DefaultBuckets = []float64{0, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 
 // others, per process: sum it over the fleet for the leases held in all.
 // Usage figures above a limit's rate, which were not settled, count as
 // settle_malformed, by limit.
+//
+// A request over its tenant's share of a fair limit is deferred to an
+// appointment: throttle_events_total counts the deferrals by limit,
+// throttle_appointment_wait_seconds their waits (a request deferred twice
+// counts twice), and throttle_decisions_per_request how many times the
+// requests asked (1 for a request decided at once: its mean is the store
+// calls per request). A request decided again after a pause that came
+// during its wait counts once per decision.
 //
 // throttle_remaining reports a limit only where the provider's requests
 // share one state: a limit of scope provider, or the shared state that a
@@ -81,7 +95,15 @@ type Observer struct {
 	leases    *prometheus.GaugeVec
 	debt      *prometheus.CounterVec
 	refunds   *prometheus.CounterVec
+	// appointment and calls: fair share's deferrals and the decisions
+	// per request.
+	appointment *prometheus.HistogramVec
+	calls       *prometheus.HistogramVec
 }
+
+// decisionBuckets are throttle_decisions_per_request's upper bounds: one
+// decision, a deferral kept, and the few more that contention costs.
+var decisionBuckets = []float64{1, 2, 3, 4, 6, 8, 16}
 
 var (
 	_ throttle.Observer    = (*Observer)(nil)
@@ -201,6 +223,16 @@ func New(opts ...Option) (*Observer, error) {
 			Namespace: s.namespace, Subsystem: sub, Name: "refunds_total",
 			Help: "Cost of reserved estimates left unused and asked back when the actual costs were settled, by limit.",
 		}, []string{"provider", "limit"}),
+		appointment: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: s.namespace, Subsystem: sub, Name: "appointment_wait_seconds",
+			Help:    "How long requests over their tenant's share of a fair limit waited for their appointment, per deferral, by priority class.",
+			Buckets: s.buckets,
+		}, []string{"provider", "class"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: s.namespace, Subsystem: sub, Name: "decisions_per_request",
+			Help:    "How many decisions (store calls) each admitted or refused request took, by priority class.",
+			Buckets: decisionBuckets,
+		}, []string{"provider", "class"}),
 	}
 	if s.reg != nil {
 		if err := s.reg.Register(o); err != nil {
@@ -216,6 +248,13 @@ func (o *Observer) Observe(_ context.Context, e throttle.Event) {
 	switch e.Kind {
 	case throttle.Decided:
 		o.wait.WithLabelValues(e.Provider, e.Class).Observe(e.Wait.Seconds())
+		o.observeCalls(e)
+	case throttle.Refused:
+		o.observeCalls(e)
+	case throttle.Deferred:
+		if !e.Shadow { // a deferral in shadow mode is not waited for
+			o.appointment.WithLabelValues(e.Provider, e.Class).Observe(e.Wait.Seconds())
+		}
 	case throttle.UpstreamThrottled:
 		o.upstream.WithLabelValues(e.Provider, strconv.Itoa(e.Status)).Inc()
 	case throttle.Leased:
@@ -236,6 +275,14 @@ func (o *Observer) Observe(_ context.Context, e throttle.Event) {
 	}
 }
 
+// observeCalls records the decisions a request took, for an event that
+// says (an Observer fed by hand may leave Calls zero).
+func (o *Observer) observeCalls(e throttle.Event) {
+	if e.Calls > 0 {
+		o.calls.WithLabelValues(e.Provider, e.Class).Observe(float64(e.Calls))
+	}
+}
+
 // Describe sends the metrics' descriptions.
 func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.events.Describe(ch)
@@ -245,6 +292,8 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.leases.Describe(ch)
 	o.debt.Describe(ch)
 	o.refunds.Describe(ch)
+	o.appointment.Describe(ch)
+	o.calls.Describe(ch)
 }
 
 // Collect sends the metrics.
@@ -256,4 +305,6 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	o.leases.Collect(ch)
 	o.debt.Collect(ch)
 	o.refunds.Collect(ch)
+	o.appointment.Collect(ch)
+	o.calls.Collect(ch)
 }

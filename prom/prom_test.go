@@ -224,3 +224,69 @@ throttle_events_total{class="interactive",event="decided",limit="",provider="git
 		t.Errorf("wait histogram series = %d, want 3 (github interactive, github batch, stripe)", n)
 	}
 }
+
+// TestObserverFairShare: a deferral counts as an event of its fair
+// limit and its wait in the appointment histogram (not in shadow mode);
+// the decisions of each admitted or refused request go to
+// throttle_decisions_per_request.
+func TestObserverFairShare(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	o, err := prom.New(prom.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "openai", Calls: 1})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Deferred, Provider: "openai", Limit: "tpm", Wait: 2 * time.Second, Calls: 1})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Decided, Provider: "openai", Calls: 2})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Deferred, Provider: "openai", Limit: "tpm", Wait: time.Second, Calls: 1, Shadow: true})
+	o.Observe(ctx, throttle.Event{Kind: throttle.Refused, Provider: "openai", Limit: "tpm", Calls: 3})
+	want := `
+# HELP throttle_decisions_per_request How many decisions (store calls) each admitted or refused request took, by priority class.
+# TYPE throttle_decisions_per_request histogram
+throttle_decisions_per_request_bucket{class="",provider="openai",le="1"} 1
+throttle_decisions_per_request_bucket{class="",provider="openai",le="2"} 2
+throttle_decisions_per_request_bucket{class="",provider="openai",le="3"} 3
+throttle_decisions_per_request_bucket{class="",provider="openai",le="4"} 3
+throttle_decisions_per_request_bucket{class="",provider="openai",le="6"} 3
+throttle_decisions_per_request_bucket{class="",provider="openai",le="8"} 3
+throttle_decisions_per_request_bucket{class="",provider="openai",le="16"} 3
+throttle_decisions_per_request_bucket{class="",provider="openai",le="+Inf"} 3
+throttle_decisions_per_request_sum{class="",provider="openai"} 6
+throttle_decisions_per_request_count{class="",provider="openai"} 3
+# HELP throttle_events_total What the throttle did with requests, by provider, event, deciding limit and priority class.
+# TYPE throttle_events_total counter
+throttle_events_total{class="",event="decided",limit="",provider="openai"} 2
+throttle_events_total{class="",event="deferred",limit="tpm",provider="openai"} 2
+throttle_events_total{class="",event="refused",limit="tpm",provider="openai"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_decisions_per_request", "throttle_events_total"); err != nil {
+		t.Error(err)
+	}
+	// The shadow deferral was not waited for: one wait of 2s.
+	want = `
+# HELP throttle_appointment_wait_seconds How long requests over their tenant's share of a fair limit waited for their appointment, per deferral, by priority class.
+# TYPE throttle_appointment_wait_seconds histogram
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.001"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.005"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.01"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.05"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.1"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.25"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="0.5"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="1"} 0
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="2.5"} 1
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="5"} 1
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="10"} 1
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="30"} 1
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="60"} 1
+throttle_appointment_wait_seconds_bucket{class="",provider="openai",le="+Inf"} 1
+throttle_appointment_wait_seconds_sum{class="",provider="openai"} 2
+throttle_appointment_wait_seconds_count{class="",provider="openai"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "throttle_appointment_wait_seconds"); err != nil {
+		t.Error(err)
+	}
+}

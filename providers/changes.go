@@ -69,6 +69,10 @@ const (
 	// but a class removed refuses the requests that still name it
 	// (ErrUnknownClass).
 	PriorityChanged
+	// FairChanged: a limit's fair field changed (shared fairly or not,
+	// or among other tenants). The limit's own state stays; its tenants'
+	// lanes start anew. It moves nothing (Moves is false).
+	FairChanged
 )
 
 var changeNames = [...]string{
@@ -85,6 +89,7 @@ var changeNames = [...]string{
 	ProviderAdded:   "provider_added",
 	LanesChanged:    "lanes_changed",
 	PriorityChanged: "priority_changed",
+	FairChanged:     "fair_changed",
 }
 
 // String returns the kind in snake case, e.g. "keys_moved".
@@ -96,10 +101,10 @@ func (k ChangeKind) String() string {
 }
 
 // Moves reports whether a change of this kind moves or forgets state
-// that the store holds: every kind but LimitAdded, ProviderAdded and
-// PriorityChanged.
+// that the store holds: every kind but LimitAdded, ProviderAdded,
+// PriorityChanged and FairChanged.
 func (k ChangeKind) Moves() bool {
-	return k != LimitAdded && k != ProviderAdded && k != PriorityChanged
+	return k != LimitAdded && k != ProviderAdded && k != PriorityChanged && k != FairChanged
 }
 
 // A Change is one difference between two configurations that matters to
@@ -230,6 +235,7 @@ func providerChanges(op, np *Provider) []Change {
 		if oq.Kind == nq.Kind {
 			out = append(out, reserveChanges(op, np, ol, nl)...)
 		}
+		out = append(out, fairChanges(op, ol, nl)...)
 	}
 	for _, nl := range np.allLimits() {
 		if op.limits[nl.Quota.Name] == nil {

@@ -337,6 +337,28 @@
 // provider with reserves therefore needs ahead: false (or reserve: 0%) on
 // each of its GCRA limits that keeps a reserve.
 //
+// # Fair share
+//
+// fair shares a provider-wide GCRA limit among the tenants of its
+// requests (quota.Limit.Fair, package quota's doc "Fair share"): while it
+// is contended, each active tenant is guaranteed its weighted share of
+// it, and a tenant alone may use all of it.
+//
+//	limits:
+//	  - {name: tpm, limit: 90000/min, fair: tenant}     # each business a tenant
+//	  - {name: account, limit: 700/min, fair: label:team}  # each value of the label team
+//
+// Resolve names the request's tenant in quota.Request.Share: the
+// SafePart of its business (fair: tenant) or of the label's value, ""
+// for a request without one (they all share as one tenant, ""), and its
+// weight: the business's plan's weight (Plan.Weight, 1 without plans);
+// a label's value is no business, so it has weight 1. Load refuses, at
+// the fair field: a value other than tenant or label:<name>, a limit
+// that is not GCRA, scoped, or learning, a class reserve on it (set
+// reserve: 0% on it in a provider with reserves), keys: per_tenant (the
+// fair state lives in the provider's tag), and two fair limits of one
+// provider shared by different things (a request has one tenant).
+//
 // # Variables
 //
 // Every scalar value (not keys) may hold ${VAR} or ${VAR:-default}; "$$" is

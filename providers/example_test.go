@@ -65,6 +65,6 @@ providers:
 	fmt.Println(err)
 	// Output:
 	// providers: invalid configuration: 2 problems:
-	//	bad.yaml:6:38: providers.github.limits[0].brust: unknown field "brust": valid fields are name, limit, rate, period, burst, quota, per, resets, timezone, rolling, scope, missing, only, learn, reserve, pace, ahead
+	//	bad.yaml:6:38: providers.github.limits[0].brust: unknown field "brust": valid fields are name, limit, rate, period, burst, quota, per, resets, timezone, rolling, scope, missing, only, learn, reserve, pace, ahead, fair
 	//	bad.yaml:7:30: providers.github.limits[1].limit: unknown time zone "Nowhere/Land": want an IANA name such as UTC, Europe/Berlin or America/Los_Angeles
 }

@@ -23,12 +23,14 @@ type limitNodes struct {
 	learn    *yaml.Node // its learn field, or nil
 	reserve  *yaml.Node // its reserve field, or nil (see priority.go)
 	pace     *yaml.Node // its pace field, or nil
+	fair     *yaml.Node // its fair field, or nil (see fair.go)
 	lim      *Limit
 }
 
 var limitFields = []string{
 	"name", "limit", "rate", "period", "burst", "quota", "per", "resets", "timezone",
 	"rolling", "scope", "missing", "only", "learn", "reserve", "pace", "ahead",
+	"fair",
 }
 
 func (l *loader) limits(n *yaml.Node, path string, bp int64, names map[string]string) ([]Limit, []*limitNodes) {
@@ -113,6 +115,7 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	d.scope(lim)
 	d.missing(lim)
 	d.only(lim)
+	d.fair(q, lim)
 	d.ln.reserve, d.ln.pace = f["reserve"], f["pace"] // decoded with the provider's priority
 	if !d.good || !l.engineAccepts(q, d.ln, n, path) {
 		return nil, nil

@@ -66,6 +66,7 @@ func (l *loader) provider(name string, v *yaml.Node, path string) (*Provider, []
 	}
 	l.limitPriority(p, f["priority"], append(limitNodes, routeNodes...))
 	l.checkLearners(p, append(limitNodes, routeNodes...))
+	l.fairLimits(p, append(limitNodes, routeNodes...), keys)
 	l.aheads(p, f["ahead"], path, append(limitNodes, routeNodes...))
 	if len(p.Limits) == 0 && len(p.Routes) == 0 && f["limits"] == nil {
 		l.add(v, path+".limits", "missing: want a list of limits (or routes with limits)")
@@ -185,7 +186,7 @@ func (l *loader) tenantKeys(p *Provider, lims []*limitNodes, keys *yaml.Node, pa
 	p.tenant = first.lim.Scope
 	for _, ln := range lims {
 		sc := ln.lim.Scope
-		if sc == p.tenant {
+		if sc == p.tenant || ln.lim.Fair != nil { // a fair limit: see fairLimits
 			continue
 		}
 		node, fp := ln.scope, ln.path+".scope"

@@ -347,6 +347,10 @@ func (l *loader) limitPriority(p *Provider, prio *yaml.Node, lims []*limitNodes)
 			l.add(ln.learn, join(ln.path, "learn"), "limit %s learns the vendor's limit, and a learning limit cannot keep class reserves: set reserve: 0%% on it (the provider's priority reserves it otherwise)", q.Name)
 			continue
 		}
+		if q.Reserve != nil && q.Fair {
+			l.add(ln.fair, join(ln.path, "fair"), "limit %s is shared fairly among tenants, and a fair limit cannot keep class reserves (its share is per tenant, not per class): set reserve: 0%% on it (the provider's priority reserves it otherwise)", q.Name)
+			continue
+		}
 		msg := laneProblem(p, q)
 		if msg == "" {
 			if err := q.Validate(); err != nil {

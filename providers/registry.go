@@ -25,6 +25,9 @@ type plan struct {
 	// keys[i] is the key of limits[i] when it has no scope value: its
 	// name (provider-wide or the shared bucket).
 	keys []string
+	// fair says who shares the stack's fair limits (fair.go); nil when
+	// it has none.
+	fair *Fair
 }
 
 // finish builds the plans of a provider and its limits by name.
@@ -67,6 +70,9 @@ func newPlan(base, route []Limit, cost int64, costs map[string]int64) plan {
 			pl.limits = append(pl.limits, lim)
 			pl.costs = append(pl.costs, costs[lim.Quota.Name])
 			pl.keys = append(pl.keys, joinKey(lim.Quota.Name, ""))
+			if lim.Fair != nil {
+				pl.fair = lim.Fair
+			}
 			if lim.Scope.Kind != ScopeProvider {
 				pl.static = false
 			}
@@ -85,10 +91,12 @@ func newPlan(base, route []Limit, cost int64, costs map[string]int64) plan {
 // route's cost and the provider's max wait.
 type Input struct {
 	// Business is the business (tenant) the request is made for; it is
-	// the value of "business" scopes. Empty means none.
+	// the value of "business" scopes and the tenant of "fair: tenant"
+	// limits. Empty means none.
 	Business string
-	// Labels are the values of "label:<name>" scopes, e.g. {"class":
-	// "batch"}. A missing or empty label means none.
+	// Labels are the values of "label:<name>" scopes and the tenants of
+	// "fair: label:<name>" limits, e.g. {"class": "batch"}. A missing or
+	// empty label means none.
 	Labels map[string]string
 	// Cost, when positive, replaces the route's cost (e.g. the tokens of
 	// a request to a model API). Negative is an error.
@@ -298,6 +306,9 @@ func (c *Config) Resolve(req *http.Request, in Input) (Resolution, bool, error) 
 		if res.Plan, _, err = c.PlanFor(p, in.Business, in.PlanOf); err != nil {
 			return res, true, err
 		}
+	}
+	if pl.fair != nil {
+		res.Request.Share = pl.fair.share(&in, res.Plan)
 	}
 	if pl.static {
 		res.Request.Tag, res.Request.Items, res.Request.Pauses = p.Name, pl.items, p.pauses

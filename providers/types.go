@@ -215,6 +215,10 @@ type Limit struct {
 	// expects to use in that period in one store call and spends them
 	// locally (Resolution.Ahead). Zero: off.
 	Ahead time.Duration
+	// Fair, when not nil, shares the limit among the tenants of its
+	// requests (the "fair" field; Quota.Fair is set): Resolve names each
+	// request's tenant and weight in quota.Request.Share.
+	Fair *Fair
 }
 
 // A Route is a method and path pattern of a provider that adds limits and

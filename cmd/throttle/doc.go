@@ -47,7 +47,9 @@
 // vendors publish (100/s, 5,000/h, 250,000/day), what is left, when it is
 // full again, and the pauses in force; for a concurrency limit the leases
 // held and when the soonest expires, for a window the counts charged
-// ahead, and the debt that settled costs left beyond a limit. The table
+// ahead, the debt that settled costs left beyond a limit, what each
+// priority class has left of a limit with class reserves, and who shares
+// a fair limit. The table
 // lists only the limits with state in Redis (--all: every limit) and fits
 // the terminal's width ($COLUMNS or --width, else 100 columns).
 // Per-tenant state is found with SCAN, a bounded number of calls per

@@ -77,3 +77,73 @@ providers:
 		}
 	}
 }
+
+// TestProxyRefusesBatchFirst runs the proxy against a real Redis: once
+// the interactive class is active, batch requests are refused (429,
+// Throttle-Error: limited) where interactive ones still go, since the
+// interactive class holds half of the hourly window from batch; status
+// then shows each class's headroom read from the same Redis.
+func TestProxyRefusesBatchFirst(t *testing.T) {
+	t.Parallel()
+	v := throttletest.NewVendor(throttletest.Options{})
+	defer v.Close()
+	cfg := writeConfig(t, fmt.Sprintf(`
+providers:
+  vendor:
+    hosts: [%q]
+    on_limit: fail
+    priority: {classes: [interactive, batch], reserve: {interactive: 50%%}, active_for: 10m}
+    limits: [{name: hourly, quota: 6, per: hour}]
+`, v.Host()))
+	redisSrv := redistest.Start(t)
+	p := startProxy(t, 1, "--redis", "redis://"+redisSrv.Addr, "--config", cfg, "--insecure-upstream-http")
+	send := func(class string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.addrs[0]+"/"+v.Host()+"/x", nil)
+		req.Header.Set("Throttle-Priority", class)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, resp.Header.Get("Throttle-Error")
+	}
+	// Interactive first: it is active from then on, holding 3 of 6.
+	if status, _ := send("interactive"); status != 200 {
+		t.Fatalf("interactive: %d", status)
+	}
+	var batch []int
+	for i := 0; i < 4; i++ {
+		status, code := send("batch")
+		if status != 200 && (status != 429 || code != "limited") {
+			t.Fatalf("batch %d: %d %q, want 200 or 429 limited", i, status, code)
+		}
+		batch = append(batch, status)
+	}
+	if fmt.Sprint(batch) != "[200 200 429 429]" {
+		t.Errorf("batch requests: %v, want two admitted (6 less the interactive one and its hold of 3), then refused", batch)
+	}
+	// status, from the same Redis: 3 left, all of them held for
+	// interactive.
+	out := mustCLI(t, "status", "vendor", "--json", "--redis", "redis://"+redisSrv.Addr, "--config", cfg)
+	var view view
+	if err := json.Unmarshal([]byte(out), &view); err != nil {
+		t.Fatal(err)
+	}
+	r := findRow(t, view, "vendor", "hourly", "")
+	if r.Remaining != 3 || len(r.Classes) != 2 || r.Classes[0].Left != 3 || r.Classes[1].Left != 0 || r.Classes[0].Holds != 3 || r.Classes[0].HeldMS == 0 {
+		t.Errorf("status: %d left, classes %+v, want interactive 3 left holding 3, batch none", r.Remaining, r.Classes)
+	}
+	for i := 0; i < 3; i++ {
+		if status, code := send("interactive"); status != 200 {
+			t.Errorf("interactive %d after batch was refused: %d %q, want it to still go", i, status, code)
+		}
+	}
+	if status, _ := send("interactive"); status != 429 {
+		t.Errorf("interactive past the window: %d, want 429", status)
+	}
+	if served, _ := v.Counts(); served != 6 {
+		t.Errorf("vendor served %d, want the window's 6", served)
+	}
+}

@@ -27,7 +27,11 @@ released, not expired) and when the soonest expires unless renewed; a
 rolling window what is left over the trailing period; a window the
 reservations already charged ahead (requests waiting into a later
 window); a limit that settled costs took past its capacity, the debt the
-next requests wait out.
+next requests wait out. A limit with priority class reserves shows what
+each class has left of it (a class's own lane and those below, or what
+the reserves of the active classes above leave), and what an active
+class holds from those below and for how much longer; a fair limit, who
+shares it (fair: tenant or label:<name>).
 
 With no argument every provider of the configuration is shown; PROVIDER
 shows one; PROVIDER/SCOPE shows one tenant's state directly (a business, a
@@ -125,7 +129,26 @@ state (see "exists"):
 	      "plan": "enterprise",   the tenant's plan whose figures the row
 	                              is read at; omitted: the limit as written
 	      "key": "throttle:{stripe}:global",
-	      "exists": true          false: no state, the limit is idle
+	      "exists": true,         false: no state, the limit is idle
+	      "classes": [{           a limit with class reserves only, the top
+	                              class first
+	        "class": "interactive",
+	        "left": 2900,         events of cost 1 a request of the class
+	                              could have at once
+	        "holds": 3000,        window, rolling, concurrent: what the
+	        "held_ms": 41000      class keeps from those below while
+	                              active, and for how much longer; absent
+	                              while it is not
+	      }],
+	      "fair": {               a fair limit only (the fair field)
+	        "by": "tenant",       or "label:<name>"
+	        "active": 3,          tenants active now, and their weights'
+	        "weight": 7,          sum (absent until the store reports them)
+	        "tenant": {           with --tenant: the business's lane
+	          "tenant": "acme", "weight": 4,
+	          "next_appointment_ms": 1200   0: within its share
+	        }
+	      }
 	    }]
 	  }],
 	  "pauses": [{                the pauses in force

@@ -107,11 +107,12 @@ func tenantWatcher(e *env, pos []string, o *statusOptions) (*watcher, error) {
 	return w, nil
 }
 
-// perBusiness reports whether p has a limit scoped per business, its own
-// or a route's.
+// perBusiness reports whether p keeps state per business: a limit scoped
+// per business, its own or a route's, or a fair limit shared by tenant
+// (each business's lane).
 func perBusiness(p *providers.Provider) bool {
 	for _, l := range allLimits(p) {
-		if l.lim.Scope.Kind == providers.ScopeBusiness {
+		if l.lim.Scope.Kind == providers.ScopeBusiness || l.lim.Fair != nil && l.lim.Fair.Label == "" {
 			return true
 		}
 	}

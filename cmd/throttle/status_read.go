@@ -60,6 +60,9 @@ type row struct {
 	Plan         string     `json:"plan,omitempty"`
 	Key          string     `json:"key"`
 	Exists       bool       `json:"exists"`
+	// Classes and Fair: status_shares.go.
+	Classes []classView `json:"classes,omitempty"`
+	Fair    *fairView   `json:"fair,omitempty"`
 }
 
 // maxKnown bounds the scope values remembered per provider.
@@ -247,8 +250,8 @@ func (w *watcher) providerView(p *providers.Provider, base *group, tenants []*gr
 		pv.TenantScope = s.String()
 	}
 	pv.Rows = base.rows(laterOf(own, all))
-	if w.business && len(tenants) == 1 {
-		pl, from := w.planOf(p, tenants[0].part)
+	if w.business && (len(tenants) == 1 || base.req.Share.Key != "") {
+		pl, from := w.planOf(p, scopePart(providers.Scope{Kind: providers.ScopeBusiness}, w.fixed))
 		pv.Tenant = &tenantView{Business: w.fixed, From: from}
 		if pl != nil {
 			pv.Tenant.Plan = pl.Name
@@ -297,6 +300,12 @@ func (w *watcher) baseGroup(p *providers.Provider) *group {
 		g.req.Pauses = append(g.req.Pauses, all)
 	}
 	g.plan = p.DefaultPlan() // a request without a business is on it
+	// --tenant: the business's lane of a fair limit.
+	if w.business {
+		part := scopePart(providers.Scope{Kind: providers.ScopeBusiness}, w.fixed)
+		pl, _ := w.planOf(p, part)
+		g.req.Share = fairShare(p, part, pl)
+	}
 	for _, l := range allLimits(p) {
 		if l.lim.Scope.Kind != providers.ScopeProvider && l.lim.Missing != providers.Shared {
 			continue
@@ -374,6 +383,7 @@ func (g *group) rows(pause time.Time) []row {
 			Capacity: q.Capacity(), Used: it.Used, Remaining: it.Remaining, Ahead: it.Ahead, Debt: it.Debt,
 			NextExpiryMS: ceilMS(it.NextExpiry), ResetAfterMS: ceilMS(it.ResetAfter),
 			Key: it.Key, Exists: it.Exists,
+			Classes: classViews(g.p, g.snap, i, q), Fair: g.fairOf(i, lim),
 		}
 		if pause.After(g.snap.Now) {
 			r.PausedUntil = timePtr(pause)

@@ -160,6 +160,8 @@ func rowNotes(r row) string {
 	if r.Plan != "" {
 		n = append(n, "plan "+r.Plan)
 	}
+	n = append(n, fairNotes(r)...)
+	n = append(n, classNotes(r)...)
 	if r.Kind == quota.Concurrency.String() && r.Used > 0 {
 		n = append(n, fmt.Sprintf("%d lease%s held, soonest expires in %s",
 			r.Used, plural(int(r.Used)), humanDuration(time.Duration(r.NextExpiryMS)*time.Millisecond)))

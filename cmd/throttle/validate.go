@@ -145,10 +145,12 @@ func verbS(n int) string {
 
 // warnConfig writes to w what is valid in cfg but likely a mistake: a
 // learning limit without a ceiling, which a response stating a bogus
-// limit lifts to the default ceiling for a day.
+// limit lifts to the default ceiling for a day; a fair limit whose burst
+// is too small to share fairly (warnFair).
 func warnConfig(w io.Writer, cfg *providers.Config) {
 	for _, p := range cfg.Providers() {
 		for _, l := range allLimits(p) {
+			warnFair(w, cfg, p, l.lim)
 			if q := l.lim.Quota; q.Learn && q.Ceiling == 0 {
 				_, hi := q.LearnBounds()
 				fmt.Fprintf(w, "%s: warning: %s: limit %s: learn: true without a ceiling: any response can lift it to %d/%s (%d times the floor) for %v; set learn: {ceiling: N} to the most the vendor's plans allow\n",
@@ -211,6 +213,7 @@ func printConfig(w io.Writer, cfg *providers.Config) {
 		}
 		_ = tw.Flush()
 		printPlans(w, p)
+		printFair(w, p)
 		printLearning(w, p)
 		printPriority(w, p)
 		for i := range p.Routes {
