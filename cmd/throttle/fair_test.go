@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,33 +10,8 @@ import (
 	"time"
 
 	"github.com/fleetquota/throttle/internal/redistest"
-	"github.com/fleetquota/throttle/quota"
-	"github.com/fleetquota/throttle/quota/redisstore"
 	"github.com/fleetquota/throttle/throttletest"
 )
-
-// redisDefers reports whether the Redis store at srv decides fair share:
-// whether a tenant's requests beyond a fair limit's burst are deferred.
-func redisDefers(t *testing.T, srv *redistest.Server) bool {
-	t.Helper()
-	st, err := redisstore.New(srv.Client(t), redisstore.Options{Prefix: "probe:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := &quota.Limit{Name: "probe", Kind: quota.GCRA, Rate: 10, Period: time.Second, Burst: 10, Fair: true}
-	for i := 0; i < 30; i++ {
-		req := &quota.Request{Tag: "probe", Items: []quota.Item{{Limit: lim, Key: "probe"}}, MaxWait: time.Minute,
-			Share: quota.Share{Key: "heavy", Weight: 1}}
-		r, err := st.Reserve(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Deferred {
-			return true
-		}
-	}
-	return false
-}
 
 // TestProxyFairShareRedis runs two tenants through the proxy against a
 // real Redis, on the real clock, at a fair 10/s burst 10: a heavy tenant
@@ -50,9 +24,6 @@ func redisDefers(t *testing.T, srv *redistest.Server) bool {
 func TestProxyFairShareRedis(t *testing.T) {
 	t.Parallel()
 	redisSrv := redistest.Start(t)
-	if !redisDefers(t, redisSrv) {
-		t.Skip("the Redis store does not decide fair share yet (issue 21 item 1, quota/redisstore): this test runs once it does")
-	}
 	v := throttletest.NewVendor(throttletest.Options{Enforcer: throttletest.GCRA(10, time.Second, 15)})
 	defer v.Close()
 	cfg := writeConfig(t, fmt.Sprintf(`

@@ -102,15 +102,14 @@ type laneView struct {
 
 // fairState is what the store reports of item i's fair share: the
 // active tenants, their weights' sum and, for a request that names a
-// tenant (quota.Request.Share), that tenant's lane. ok is false when it
-// reports nothing.
-//
-// redisstore's Inspect does not report a fair limit's active set or a
-// tenant's lane yet (issue 21 item 1, the Redis store's part): until it
-// does, status shows who shares each fair limit (fairView.By) and not
-// how many, and this is the one place to read them from the snapshot.
+// tenant (quota.Request.Share), when that tenant's lane would give its
+// next appointment. ok is false when the snapshot reports nothing.
 func fairState(snap redisstore.Snapshot, i int) (active, weight int64, next time.Duration, ok bool) {
-	return 0, 0, 0, false
+	if i < 0 || i >= len(snap.Items) || snap.Items[i].Fair == nil {
+		return 0, 0, 0, false
+	}
+	f := snap.Items[i].Fair
+	return f.Tenants, f.Weight, f.Appointment, true
 }
 
 // fairOf returns what status shows of item i of a group's snapshot,
