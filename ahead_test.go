@@ -234,7 +234,7 @@ func TestAheadKeyCoversRequest(t *testing.T) {
 		"Tag": "in the key", "Items": "in the key, each item's limit, key and cost", "Pauses": "compared with the pool's",
 		"Over": "in the key", "Cost": "in the key, through each item's cost", "MaxWait": "checked per request",
 		"Lead": "set by the batch itself", "Class": "in the key",
-		"Share": "read only by fair limits, which never take quota ahead (quota.Request.Validate refuses a lead on one)",
+		"Share":       "read only by fair limits, which never take quota ahead (quota.Request.Validate refuses a lead on one)",
 		"Appointment": "read only by fair limits, as Share",
 	}
 	rt := reflect.TypeFor[quota.Request]()
