@@ -37,7 +37,7 @@ func (l *loader) aheads(p *Provider, pn *yaml.Node, path string, nodes []*limitN
 			continue
 		}
 		lim, q := ln.lim, ln.lim.Quota
-		n, npath := fieldNode(ln.node, "ahead"), join(ln.path, "ahead")
+		n, npath := mappingValue(ln.node, "ahead"), join(ln.path, "ahead")
 		period := all
 		if n != nil {
 			d, ok := l.aheadPeriod(n, npath)
@@ -146,19 +146,6 @@ func mappedLimits(p *Provider) map[string]bool {
 		add(p.Routes[i].Sync, p.Routes[i].Settle)
 	}
 	return out
-}
-
-// fieldNode returns the value of field key of mapping n, or nil.
-func fieldNode(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // Ahead returns the period of quota taken ahead for the resolved request
