@@ -473,8 +473,9 @@
 //     >= tat_K + n*T - (DVT - min(h, B-n)*T) and t <= now: at once or not
 //     at all, leaving the hold to those within their share.
 //   - over its share (any other): as at an appointment, leaving
-//     min(2h, B-n) instead: the appointments, which keep the order of the
-//     waits, come before it.
+//     min(FairOverHold(B), B-n) instead, max(2h, B/2): the appointments,
+//     which keep the order of the waits, and the requests within their
+//     share come before it, and it takes only what they leave unused.
 //
 // tat_K is K's, drained by a pause as any GCRA limit's. In the fixpoint a
 // time past the latest slot is beyond: the fixpoint stops, as past a

@@ -94,6 +94,15 @@ func FairLane(T, B, sum, w int64) (Ti, bi int64) {
 // (package doc "Fair share").
 func FairHold(B int64) int64 { return max(1, B/10) }
 
+// FairOverHold is what a request over its tenant's share leaves of K's
+// burst B to the others (at most B less its cost): twice the fair hold,
+// and at least half the burst, so that it takes only capacity that the
+// appointments and the requests within their share leave unused (the
+// spare of a limit whose appointments keep it busy is then small, and
+// the tenants' shares follow their weights), while a limit with spare
+// capacity still lends it (package doc "Fair share").
+func FairOverHold(B int64) int64 { return max(2*FairHold(B), B/2) }
+
 // validateFair checks Fair on a limit whose other fields are valid.
 func (l *Limit) validateFair(bad func(string, ...any) error) error {
 	switch {

@@ -190,7 +190,7 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int
 	case appt: // back at its appointment: at now, leaving the hold
 		f.dvt, f.hz = f.held, now
 	default: // over its share: at now, leaving twice the hold
-		f.dvt, f.hz = it.dvt-fairLeaves(B, it.cost, 2)*it.T, now
+		f.dvt, f.hz = it.dvt-min(FairOverHold(B), B-it.cost)*it.T, now
 	}
 	f.a = now
 	if !appt {
@@ -200,10 +200,10 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int
 }
 
 // fairLeaves returns how many events of K's burst B a request of cost n
-// leaves to those above it (package doc "Fair share"): k times the fair
-// hold (1 for a request back at its appointment, 2 for one over its
-// share), and never so much that a lone such request could not go at
-// once when K is full: at most B - n.
+// back at its appointment leaves to those within their share (package
+// doc "Fair share"): k times the fair hold, and never so much that a lone
+// such request could not go at once when K is full: at most B - n. (One
+// over its share leaves FairOverHold.)
 func fairLeaves(B, n, k int64) int64 { return min(k*FairHold(B), B-n) }
 
 // earliestFair is earliest for a Fair item: K's GCRA time at the

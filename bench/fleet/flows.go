@@ -116,6 +116,12 @@ func dailyPacingScenario(d time.Duration) Scenario {
 }
 
 func noisyTenantScenario(d time.Duration) Scenario {
+	// A phase is 4 runs long: a share is a steady-state figure, and the
+	// active set turns over for a second after each phase starts (the
+	// tenants of the phase before leave it only once they have been
+	// quiet for the limit's fair span), which a phase of a few seconds
+	// would mostly measure.
+	d *= 4
 	flows := []Flow{{Name: "noisy", Tenant: "noisy", Rate: 2000, To: 2 * d}}
 	for i := 1; i <= 20; i++ {
 		n := fmt.Sprintf("light%02d", i)

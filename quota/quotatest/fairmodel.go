@@ -133,7 +133,7 @@ func (m *Model) fairViews(req *quota.Request, now int64) []*fairView {
 		due := max(m.tat(v.laneKey), now) + cost*v.Ti - v.bi*v.Ti
 		v.in = !req.Appointment && due <= v.hz
 		// What is left of the burst once the hold is kept (once for an
-		// appointment, twice over its share), but never less than the
+		// appointment, FairOverHold over its share), but never less than the
 		// cost: so it can still go, at now, when K is full.
 		B, h := l.Capacity(), quota.FairHold(l.Capacity())
 		v.whole = max(B-h, cost) * v.T
@@ -143,7 +143,7 @@ func (m *Model) fairViews(req *quota.Request, now int64) []*fairView {
 		case req.Appointment:
 			v.dvt, v.hz = v.whole, now
 		default:
-			v.dvt, v.hz = max(B-2*h, cost)*v.T, now
+			v.dvt, v.hz = max(B-quota.FairOverHold(B), cost)*v.T, now
 		}
 		v.a = now
 		if !req.Appointment {

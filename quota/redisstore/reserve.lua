@@ -191,8 +191,8 @@ below 2^53 by the limit's validation). With ltat = max(lane, now), the
 request is within its share when it has no Appointment and ltat + cost*Ti
 - bi*Ti <= now + T; K then admits it at t >= tat + cost*T - DVT up to now
 + T; back at an appointment, at t >= tat + cost*T - (DVT - min(h, B -
-cost)*T) up to now; over its share, leaving min(2h, B - cost) instead
-(h = max(1, floor(B/10))). Past that latest slot the fixpoint stops
+cost)*T) up to now; over its share, leaving min(max(2h, floor(B/2)), B -
+cost) instead (h = max(1, floor(B/10)); quota.FairOverHold). Past that latest slot the fixpoint stops
 (beyond). Then, unless a lease cap is full, a second fixpoint from the
 latest of now, the pause and the appointments (max(now, ltat + cost*Ti
 - bi*Ti) without Appointment, now with it), every Fair item at an
@@ -684,7 +684,7 @@ local function upperFns()
     elseif appt then
       x.fd, x.hz = held, now
     else
-      x.fd, x.hz = dvt - math.min(2 * h, B - cost) * T, now
+      x.fd, x.hz = dvt - math.min(math.max(2 * h, math.floor(B / 2)), B - cost) * T, now
     end
     x.own = x.fd
     if not appt then x.a = math.max(now, due) end
