@@ -167,7 +167,7 @@ staticcheck:
 # scenario with throttle and the alternatives, N worker processes sharing a
 # redis-server it starts on loopback, then what throttle proxy adds per
 # request (scenario proxy). Writes bench/results/REPORT.md and SVG plots;
-# about 4 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
+# about 9 minutes on 2 cores. BENCH_FLAGS passes flags, e.g.
 # BENCH_FLAGS='-scenarios steady -algos throttle'.
 .PHONY: bench
 bench: redis
