@@ -14,6 +14,23 @@ import (
 // browsers are the names a headless Chromium goes by, Debian's first.
 var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
 
+// findBrowser returns the path of a headless Chromium on PATH. Without
+// one, a test fails under CI and is skipped elsewhere (make browsertest
+// installs chromium when missing).
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	for _, b := range browsers {
+		if p, err := exec.LookPath(b); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("no headless browser (%v) on PATH: make browsertest installs chromium", browsers)
+	}
+	t.Skipf("no headless browser (%v) on PATH and $CI unset: skipped (make browsertest installs chromium)", browsers)
+	return ""
+}
+
 // TestStatusPageInBrowser loads the status page in a headless Chromium
 // and checks the DOM its script built from the JSON it fetched: bars of
 // what is left, a pause with its reason, a lease, recent refusals, read
@@ -21,19 +38,7 @@ var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google
 // runs it (it installs chromium when missing); without a browser it fails
 // under CI and is skipped elsewhere.
 func TestStatusPageInBrowser(t *testing.T) {
-	browser := ""
-	for _, b := range browsers {
-		if p, err := exec.LookPath(b); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no headless browser (%v) on PATH: make browsertest installs chromium", browsers)
-		}
-		t.Skipf("no headless browser (%v) on PATH and $CI unset: skipped (make browsertest installs chromium)", browsers)
-	}
+	browser := findBrowser(t)
 	f := startFixture(t)
 	for i := 0; i < 3; i++ {
 		f.reserve(t, "https://api.acme.test/x", "")

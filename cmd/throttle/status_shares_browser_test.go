@@ -21,16 +21,7 @@ import (
 // active class holds, and who shares a fair limit, read from a real
 // Redis (make browsertest).
 func TestStatusPageSharesInBrowser(t *testing.T) {
-	browser := ""
-	for _, b := range browsers {
-		if p, err := exec.LookPath(b); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		t.Skipf("no headless browser (%v) on PATH (make browsertest installs chromium)", browsers)
-	}
+	browser := findBrowser(t)
 	srv := redistest.Start(t)
 	cfgPath := writeConfig(t, sharesYAML)
 	cfg, err := providers.LoadFile(cfgPath)
