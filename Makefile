@@ -71,7 +71,7 @@ sdktest: staticcheck
 	cd sdktest && go vet ./... && $(STATICCHECK) ./... && go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The status page (throttle status --serve) in a real headless browser:
-# cmd/throttle's test TestStatusPageInBrowser, behind the build tag
+# cmd/throttle's tests TestStatusPage*InBrowser, behind the build tag
 # browser so that make test, which has no browser to give it, leaves it
 # out rather than skipping it. As root, Debian's chromium is installed
 # with apt-get when no Chromium is on PATH; .ci/run runs this target after
@@ -89,7 +89,7 @@ browsertest: redis staticcheck
 	fi
 	@echo '== cmd/throttle: the status page in headless Chromium'
 	cd cmd/throttle && go vet -tags browser ./... && $(STATICCHECK) -tags browser ./... && \
-		go test -tags browser -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestStatusPageInBrowser' .
+		go test -tags browser -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestStatusPage.*InBrowser' .
 
 # go vet (which type-checks the tests too) and go build of each of
 # OLDEST_GO_MODULES with the toolchain its go directive names
