@@ -145,32 +145,5 @@ providers:
 	for _, tag := range tags {
 		tenants = append(tenants, byTag[tag])
 	}
-	tag, key := p.AllPauseKey()
-	if err := rs.PauseOver(ctx, tag, key, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	for _, tenant := range append([]string{""}, tenants...) {
-		resp, err := e2eDo(throttle.WithBusiness(ctx, tenant), client, "GET", v.URL+"/charges", "")
-		if err == nil {
-			_ = resp.Body.Close()
-		}
-		var le *throttle.LimitError
-		if !errors.As(err, &le) || le.Limit != "pause" || le.RetryAfter < 30*time.Minute {
-			t.Errorf("tenant %q during the provider's pause on a Ring: %v, want a *LimitError by the pause", tenant, err)
-		}
-	}
-	if served, _ := v.Counts(); served != 0 {
-		t.Errorf("the vendor served %d requests during the provider's pause, want 0", served)
-	}
-	if err := rs.ResumeOver(ctx, tag, key); err != nil {
-		t.Fatal(err)
-	}
-	for _, tenant := range append([]string{""}, tenants...) {
-		resp, err := e2eDo(throttle.WithBusiness(ctx, tenant), client, "GET", v.URL+"/charges", "")
-		if err != nil {
-			t.Errorf("tenant %q after the resume: %v, want served", tenant, err)
-			continue
-		}
-		_ = resp.Body.Close()
-	}
+	providersPauseHoldsAll(ctx, t, rs, p, client, v, tenants, "a Ring")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,17 @@ providers:
 			found++
 		}
 	}
+	providersPauseHoldsAll(ctx, t, rs, p, client, v, tenants, "a cluster")
+}
+
+// providersPauseHoldsAll pauses provider p's every tenant with
+// rs.PauseOver and checks, through client, that a request without a
+// tenant and one of each of tenants are held back by the pause (on
+// where: "a cluster", "a Ring") and the vendor v serves none; then
+// resumes it and checks that each goes.
+func providersPauseHoldsAll(ctx context.Context, t *testing.T, rs *redisstore.Store, p *providers.Provider,
+	client *http.Client, v *throttletest.Vendor, tenants []string, where string) {
+	t.Helper()
 	tag, key := p.AllPauseKey()
 	if err := rs.PauseOver(ctx, tag, key, time.Hour); err != nil {
 		t.Fatal(err)
@@ -123,7 +135,7 @@ providers:
 		}
 		var le *throttle.LimitError
 		if !errors.As(err, &le) || le.Limit != "pause" || le.RetryAfter < 30*time.Minute {
-			t.Errorf("tenant %q during the provider's pause on a cluster: %v, want a *LimitError by the pause", tenant, err)
+			t.Errorf("tenant %q during the provider's pause on %s: %v, want a *LimitError by the pause", tenant, where, err)
 		}
 	}
 	if served, _ := v.Counts(); served != 0 {
