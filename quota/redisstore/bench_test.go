@@ -392,6 +392,17 @@ func BenchmarkLoneScript(b *testing.B) {
 
 // evalshaUsec reads EVALSHA's usec_per_call from INFO commandstats.
 func evalshaUsec(b *testing.B, client *redis.Client) float64 {
+	x, ok := evalshaStat(b, client, "usec_per_call")
+	if !ok {
+		b.Fatal("no cmdstat_evalsha")
+	}
+	return x
+}
+
+// evalshaStat reads field (usec, usec_per_call, calls) of EVALSHA's
+// line of INFO commandstats; false when Redis has run no EVALSHA yet.
+func evalshaStat(b *testing.B, client *redis.Client, field string) (float64, bool) {
+	b.Helper()
 	info, err := client.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -402,15 +413,14 @@ func evalshaUsec(b *testing.B, client *redis.Client) float64 {
 			continue
 		}
 		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
 				x, err := strconv.ParseFloat(v, 64)
 				if err != nil {
 					b.Fatal(err)
 				}
-				return x
+				return x, true
 			}
 		}
 	}
-	b.Fatal("no cmdstat_evalsha")
-	return 0
+	return 0, false
 }

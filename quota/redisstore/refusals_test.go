@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,27 +275,8 @@ func BenchmarkRefusalWrite(b *testing.B) {
 }
 
 // serverMicros returns the µs redis-server spent in EVALSHA calls so far
-// (INFO commandstats).
+// (INFO commandstats): 0 before the first.
 func serverMicros(b *testing.B, c *redis.Client) float64 {
-	b.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for _, f := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return n
-			}
-		}
-	}
-	return 0
+	n, _ := evalshaStat(b, c, "usec")
+	return n
 }
