@@ -87,17 +87,9 @@ func (l *loader) limit(n *yaml.Node, path string, bp int64, names map[string]str
 	if f == nil {
 		return nil, nil
 	}
-	d := &limitDecoder{loader: l, f: f, n: n, path: path, ln: &limitNodes{path: path, node: n}, good: true, tzPath: path + ".timezone"}
+	d := l.limitDecoder(f, n, path)
 	q := &quota.Limit{Name: d.name(names)}
-	if f["limit"] != nil {
-		d.shortForm()
-	} else {
-		d.longForm()
-	}
-	d.rolling()
-	d.burst()
-	d.resets()
-	d.timezone()
+	d.figures()
 	d.calendar(q)
 	q.Kind, q.Period = d.sf.kind, d.sf.period
 	pub := *q
@@ -317,6 +309,26 @@ func (d *limitDecoder) resets() {
 }
 
 // timezone decodes the field timezone, a calendar window's time zone.
+// limitDecoder returns the decoder of the limit node n at path, whose
+// fields f are.
+func (l *loader) limitDecoder(f map[string]*yaml.Node, n *yaml.Node, path string) *limitDecoder {
+	return &limitDecoder{loader: l, f: f, n: n, path: path, ln: &limitNodes{path: path, node: n}, good: true, tzPath: path + ".timezone"}
+}
+
+// figures decodes what a limit admits: its short or long form, rolling,
+// burst, resets and timezone (a limit's and a plan's figures alike).
+func (d *limitDecoder) figures() {
+	if d.f["limit"] != nil {
+		d.shortForm()
+	} else {
+		d.longForm()
+	}
+	d.rolling()
+	d.burst()
+	d.resets()
+	d.timezone()
+}
+
 func (d *limitDecoder) timezone() {
 	tn := d.f["timezone"]
 	if tn == nil {

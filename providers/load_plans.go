@@ -222,16 +222,8 @@ func (l *loader) planLimit(n *yaml.Node, parent, key string, bp int64, base *Lim
 	} else if f = l.fields(n, path, planLimitFields...); f == nil {
 		return nil, nil
 	}
-	d := &limitDecoder{loader: l, f: f, n: n, path: path, ln: &limitNodes{path: path, node: n}, good: true, tzPath: path + ".timezone"}
-	if f["limit"] != nil {
-		d.shortForm()
-	} else {
-		d.longForm()
-	}
-	d.rolling()
-	d.burst()
-	d.resets()
-	d.timezone()
+	d := l.limitDecoder(f, n, path)
+	d.figures()
 	q := &quota.Limit{Name: base.Quota.Name}
 	d.calendar(q)
 	if !d.good {
