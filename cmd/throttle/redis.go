@@ -145,17 +145,29 @@ func (f *storeFlags) open(ctx context.Context) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, client: client}
-	e.store, err = redisstore.New(client, redisstore.Options{Prefix: f.prefix, Timeout: f.timeout})
+	e, err := f.newEnv(cfg, client)
 	if err != nil {
-		e.close()
-		return nil, usagef("%v", err)
+		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		e.close()
 		return nil, redisDown(ctx, client, f.redis, f.timeout, err)
+	}
+	return e, nil
+}
+
+// newEnv returns the env of a store on client (a single server, a
+// cluster or a Ring) with the flags' prefix and timeout; on an error
+// client is closed.
+func (f *storeFlags) newEnv(cfg *providers.Config, client redis.UniversalClient) (*env, error) {
+	e := &env{cfg: cfg, client: client}
+	var err error
+	e.store, err = redisstore.New(client, redisstore.Options{Prefix: f.prefix, Timeout: f.timeout})
+	if err != nil {
+		e.close()
+		return nil, usagef("%v", err)
 	}
 	return e, nil
 }

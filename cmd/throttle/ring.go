@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle/providers"
-	"github.com/fleetquota/throttle/quota/redisstore"
 )
 
 // ringText explains --ring in the help of every command that takes it.
@@ -88,11 +87,9 @@ func (f *storeFlags) openRing(ctx context.Context, cfg *providers.Config) (*env,
 	if err != nil {
 		return nil, err
 	}
-	e := &env{cfg: cfg, client: ring}
-	e.store, err = redisstore.New(ring, redisstore.Options{Prefix: f.prefix, Timeout: f.timeout})
+	e, err := f.newEnv(cfg, ring)
 	if err != nil {
-		e.close()
-		return nil, usagef("%v", err)
+		return nil, err
 	}
 	if err := pingShards(ctx, ring, f.timeout); err != nil {
 		e.close()
