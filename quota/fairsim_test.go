@@ -192,28 +192,24 @@ func TestFairSimSaturating(t *testing.T) {
 // TestFairSimTurnover runs the noisy-tenant bench's three phases of 16 s
 // (a noisy tenant at 2,000/s alone, then beside 20 light ones at 2/s,
 // then three tenants of weights 1, 2 and 4 at 200/s each; 100/s with the
-// bench clients' burst of 18, max wait 1 s) and measures the third.
+// bench clients' burst of 18, max wait 1 s) and measures the third: each
+// tenant must get at least 97% of its weighted share over the whole
+// phase, 99% from 2 s into it on, and the limit must be used to 99%.
 //
-// Over the whole third phase the weight-4 tenant gets 96.8% of its
-// share (weights 1, 2: 114.9%, 98.9%; the bench measured 94.7%, with
-// more disorder in who asks first than this simulation's). The whole
-// deficit is in the phase's first 2 s, the active set's turnover: for
-// FairSpan (1 s) the 21 tenants of the phase before still count in W
-// (28 instead of 7), so the new tenants' lanes run at a quarter of their
-// rates and most of the limit is left to requests over their share,
-// which take it in the order they ask, a third each; for a second more
-// the appointments booked at those rates come back sparse. From 2 s into
-// the phase on, the shares are 101.4%, 99.9% and 99.7%.
-//
-// Charging what a request over its share takes to its own lane made it
-// worse: capped at FairSpan plus the lane's tolerance past now, the
-// whole phase gave 120.7%, 99.5%, 95.1% (from 2 s on 104.4%, 100.7%,
-// 98.6%); uncapped, 160.1%, 87.3%, 91.3%, and a tenant alone again after
-// working beside another got 10 of its burst of 20 at once. The lanes of
-// the turnover are booked a max wait ahead already, and a request over
-// its share is admitted by K's hold whatever its lane says: the charge
-// cannot steer the spare to the weights, only thin the appointments
-// (docs/decisions.md, "Fair share of a provider-wide limit").
+// The phase's first 2 s are the active set's turnover: for FairSpan the
+// 21 tenants of the phase before still count in W (28 instead of 7), so
+// the new tenants' lanes run at a quarter of their rates, and for a
+// second more the appointments booked at those rates come back sparse;
+// most of the limit is left to requests over their share. When those
+// took it in the order they asked, leaving FairOverHold, and charged no
+// lane, the weight-4 tenant got 96.8% of its share over the phase (1, 2:
+// 114.9%, 98.9%; the bench measured 94.7%), though 99.7% from 2 s on.
+// Charging their lanes alone made it worse (95.1%, capped at FairSpan
+// ahead; 91.3% uncapped): the lanes are booked ahead already, and the
+// spare still went to whoever asked first. What the rule does now (a
+// request over its share charges its lane while the lane could book it
+// within FairSpan, and leaves FairIdleHold once it could not) gives
+// 103.6%, 100.3%, 99.0% over the phase and 100.0% each from 2 s on.
 func TestFairSimTurnover(t *testing.T) {
 	t.Parallel()
 	const d = 16 * simSecond
@@ -228,7 +224,7 @@ func TestFairSimTurnover(t *testing.T) {
 		skip  int64   // from the phase's start
 		least float64 // of the weighted share
 	}{
-		{0, 0.95}, // the bench's target, over the whole phase
+		{0, 0.97},
 		{2 * simSecond, 0.99},
 	} {
 		stats, total := simulate(t, simLimit(18), time.Second, flows, 2*d+tt.skip, 3*d)
@@ -268,23 +264,34 @@ func TestFairSimWorkConserving(t *testing.T) {
 			}
 		}
 	})
-	t.Run("left", func(t *testing.T) {
-		t.Parallel()
-		// b leaves at 4 s; a goes on at 90% to 6 s, is quiet for the
-		// burst's time, sends the whole burst at 6.5 s and goes on at
-		// the limit's rate from 6.7 s.
-		flows := []simFlow{
-			{tenant: "a", rate: 90, to: 6 * simSecond},
-			{tenant: "b", rate: 10, to: 4 * simSecond},
-			{tenant: "a", burst: int(lim.Capacity()), from: 6*simSecond + simSecond/2},
-			{tenant: "a", rate: 100, from: 6*simSecond + 7*simSecond/10, to: 9 * simSecond},
-		}
-		stats, _ := simulate(t, lim, time.Second, flows, 6*simSecond, 10*simSecond)
-		if st := stats[2]; st.atOnce != int(lim.Capacity()) {
-			t.Errorf("alone again, a burst of %d: %d went at once, want all", lim.Capacity(), st.atOnce)
-		}
-		if st := stats[3]; st.admitted < st.asked || st.maxWait > 2*T {
-			t.Errorf("alone again at the rate: %+v, want every request admitted within two intervals", st)
-		}
-	})
+	for _, mw := range []time.Duration{0, time.Second, 10 * time.Second} {
+		t.Run(fmt.Sprint("left, max wait ", mw), func(t *testing.T) {
+			t.Parallel()
+			// b leaves at 4 s; a goes on at 90% to 6 s, is quiet for
+			// the burst's time, sends the whole burst at 6.5 s and goes
+			// on at the limit's rate from 6.7 s. Before b left, a took
+			// what b left idle, charged to its lane up to FairSpan ahead:
+			// b is forgotten FairSpan after its last request, and a's
+			// lane is its own again within FairSpan and its tolerance.
+			flows := []simFlow{
+				{tenant: "a", rate: 90, to: 6 * simSecond},
+				{tenant: "b", rate: 10, to: 4 * simSecond},
+				{tenant: "a", burst: int(lim.Capacity()), from: 6*simSecond + simSecond/2},
+				{tenant: "a", rate: 100, from: 6*simSecond + 7*simSecond/10, to: 9 * simSecond},
+			}
+			before, _ := simulate(t, lim, mw, flows, 0, 4*simSecond)
+			for i, st := range before[:2] {
+				if st.admitted < st.asked || st.maxWait > T {
+					t.Errorf("%s beside the other: %+v, want every request admitted within an interval", flows[i].tenant, st)
+				}
+			}
+			stats, _ := simulate(t, lim, mw, flows, 6*simSecond, 10*simSecond)
+			if st := stats[2]; st.atOnce != int(lim.Capacity()) {
+				t.Errorf("alone again, a burst of %d: %d went at once, want all", lim.Capacity(), st.atOnce)
+			}
+			if st := stats[3]; st.admitted < st.asked || st.maxWait > 2*T {
+				t.Errorf("alone again at the rate: %+v, want every request admitted within two intervals", st)
+			}
+		})
+	}
 }

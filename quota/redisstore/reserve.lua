@@ -195,21 +195,25 @@ request is within its share when it has no Appointment and ltat + cost*Ti
 - bi*Ti <= now + T; K then admits it at t >= tat + cost*T - DVT up to now
 + T; back at an appointment, at t >= tat + cost*T - (DVT - min(h, B -
 cost)*T) up to now; over its share, leaving min(max(2h, floor(B/2)), B -
-cost) instead (h = max(1, floor(B/10)); quota.FairOverHold). Past that latest slot the fixpoint stops
-(beyond). Then, unless a lease cap is full, a second fixpoint from the
-latest of now, the pause and the appointments (max(now, ltat + cost*Ti
-- bi*Ti) without Appointment, now with it), every Fair item at an
-appointment's tolerance and with no horizon, gives a deferral's time;
-within the max wait the request is deferred (reply allowed = 2): a lane
-without Appointment is booked at its appointment a (a GCRA charge:
-max(ltat, a) + cost*Ti), the set is written, nothing else is charged.
-Otherwise a third fixpoint, every Fair item at the request's own
-tolerance with no horizon, gives the denial's time, and nothing is
-written. An admission within its share charges the lane at the slot
-beside K. An admission or a deferral writes the set at once (so that the
-next request of the call reads it): the stale members leave (ZREM,
-HDEL; UNLINK of both keys when none was live), the tenant is added
-(ZADD now, HSET of its weight and W), and both keys expire the span past
+cost) instead (h = max(1, floor(B/10)); quota.FairOverHold), or, when W >
+w and the lane could not book it within the span (ltat + cost*Ti - bi*Ti
+> now + span), the larger of that and B - cost - 2h (quota.FairIdleHold);
+with W > w and that room, an admission over its share charges the lane.
+Past that latest slot the fixpoint stops (beyond). Then, unless a lease
+cap is full, a second fixpoint from the latest of now, the pause and the
+appointments (max(now, ltat + cost*Ti - bi*Ti) without Appointment, now
+with it), every Fair item at an appointment's tolerance and with no
+horizon, gives a deferral's time; within the max wait the request is
+deferred (reply allowed = 2): a lane without Appointment is booked at its
+appointment a (a GCRA charge: max(ltat, a) + cost*Ti), the set is
+written, nothing else is charged. Otherwise a third fixpoint, every Fair
+item at the request's own tolerance with no horizon, gives the denial's
+time, and nothing is written. An admission within its share, or over it
+with room, charges the lane at the slot beside K. An admission or a
+deferral writes the set at once (so that the next request of the call
+reads it): the stale members leave (ZREM, HDEL; UNLINK of both keys when
+none was live), the tenant is added (ZADD now, HSET of its weight and
+W), and both keys expire the span past
 now (PEXPIRE). Fair requests are coalesced like any GCRA and window
 stack, but never reuse the request before them. Cancel and Settle act on
 the lane charged as on a GCRA key of its own (cancel.lua, after.lua). A
@@ -686,7 +690,13 @@ local function upperFns()
       elseif appt then
         x.fd, x.hz = held, now
       else
-        x.fd, x.hz = dvt - math.min(math.max(2 * h, math.floor(B / 2)), B - cost) * T, now
+        -- Over its share: quota.FairOverHold while others are active and
+        -- its lane could book it within the span (room: admitted, it
+        -- charges the lane), quota.FairIdleHold once it could not.
+        local leave = math.min(math.max(2 * h, math.floor(B / 2)), B - cost)
+        x.room = W > w and due <= now + span
+        if not x.room and W > w then leave = math.max(leave, B - cost - 2 * h) end
+        x.fd, x.hz = dvt - leave * T, now
       end
       x.own = x.fd
       if not appt then x.a = math.max(now, due) end
@@ -785,7 +795,7 @@ local function upperFns()
         local x = items[i]
         if x.fk then
           local mark, prev = 0, 0
-          if allowed and x.inshare then
+          if allowed and (x.inshare or x.room) then
             mark, prev = bookLane(x, t), x.lst
           elseif deferred and not x.appt then
             bookLane(x, x.a)
