@@ -476,6 +476,11 @@
 //     min(FairOverHold(B), B-n) instead, max(2h, B/2): the appointments,
 //     which keep the order of the waits, and the requests within their
 //     share come before it, and it takes only what they leave unused.
+//     It has room when another tenant is active (W > w) and its lane
+//     could book it within the span, tat_i + n*Ti - bi*Ti <= now + S;
+//     with another active and no room it leaves FairIdleHold(B, n) =
+//     max(min(FairOverHold(B), B-n), B-n-2h) instead: only what nobody
+//     else is using.
 //
 // tat_K is K's, drained by a pause as any GCRA limit's. In the fixpoint a
 // time past the latest slot is beyond: the fixpoint stops, as past a
@@ -483,10 +488,10 @@
 //
 // Admitted: the fixpoint ends within every horizon at t, no lease cap is
 // full and t - now <= MaxWait. Every item is charged at t as usual, K
-// included; a request within its share also charges its lane, tat_i =
-// max(tat_i, t) + n*Ti; the active set is written. A fixpoint that ends
-// within the horizons but past MaxWait is denied as any (RetryAfter t -
-// now).
+// included; a request within its share, or over it with room, also
+// charges its lane, tat_i = max(tat_i, t) + n*Ti; the active set is
+// written. A fixpoint that ends within the horizons but past MaxWait is
+// denied as any (RetryAfter t - now).
 //
 // Deferred: the fixpoint stopped (beyond), the stack has a fair item and
 // no lease cap is full. A second fixpoint finds when the stack would
@@ -531,6 +536,17 @@
 // Otherwise it is deferred, its lane booked at once, to when K admits it
 // at an appointment. (The conformance measures it: a tenant arriving
 // behind 300 waiters of another goes within H, where the bound asked for
-// is H and its lane interval.) A request with no fair item reads and
-// writes what it did, and the memory store allocates nothing more for it.
+// is H and its lane interval.)
+//
+// What a tenant takes over its share while others are active is charged
+// to its own lane: it delays the tenant's own later appointments, not the
+// others', and the spare goes by the lanes, by weight, not to whoever
+// asks first. Only while the lane is booked less than S ahead: what a
+// tenant takes over its share pushes its lane at most to now + S +
+// bi*Ti, so its own appointments are delayed by that at most, and once
+// the others have gone (S after their last decision) its lane is within
+// its share again within S + bi*Ti. Past that it takes only what nobody
+// else uses (FairIdleHold), charging nothing: the limit stays
+// work-conserving. A request with no fair item reads and writes what it
+// did, and the memory store allocates nothing more for it.
 package quota

@@ -159,15 +159,17 @@ type fairItem struct {
 	a         int64      // the appointment a deferral books: max(now, the lane's time), now with Appointment
 	span      int64      // FairSpan, µs
 	in, appt  bool       // in-share; Appointment
+	room      bool       // over its share, with others active, and its lane could still book it within its max wait: it charges the lane
 	mode      fairMode   // which fixpoint runs
 	charged   bool       // the lane was charged: its mark is laneSet over prev
 	laneSet   int64
 }
 
 // initFair reads what a Fair item needs on shard s for tenant sh of a
-// request with appointment appt, decided at now: the active set's W, the
-// lane, in-share or not. it is already initialised as a GCRA item.
-func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int64) {
+// request with appointment appt and max wait mw (µs), decided at now: the
+// active set's W, the lane, the standing. it is already initialised as a
+// GCRA item.
+func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, mw, now int64) {
 	f := &fairItem{part: FairPart(sh.Key), w: sh.Weighted(), appt: appt, hz: now + it.T,
 		span: it.lim.FairSpan().Microseconds()}
 	f.setCell = s.cell(tag, fairSetKey(key), now)
@@ -189,8 +191,13 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int
 		f.dvt = it.dvt
 	case appt: // back at its appointment: at now, leaving the hold
 		f.dvt, f.hz = f.held, now
-	default: // over its share: at now, leaving twice the hold
-		f.dvt, f.hz = it.dvt-min(FairOverHold(B), B-it.cost)*it.T, now
+	default: // over its share: at now, leaving FairOverHold, or FairIdleHold once its lane is booked a max wait ahead
+		f.room = f.W > f.w && due <= now+f.span
+		leave := min(FairOverHold(B), B-it.cost)
+		if !f.room && f.W > f.w {
+			leave = FairIdleHold(B, it.cost)
+		}
+		f.dvt, f.hz = it.dvt-leave*it.T, now
 	}
 	f.a = now
 	if !appt {
@@ -271,12 +278,13 @@ func denyFair(items []item, now, paused int64) (t int64, decider int, ok bool) {
 }
 
 // chargeFair books what an admitted request takes of the lanes of its
-// Fair items at slot t (in-share without Appointment: the lane, as a GCRA
-// charge at t) and writes their active sets.
+// Fair items at slot t (in-share without Appointment, or over its share
+// with room in its lane: the lane, as a GCRA charge at t) and writes
+// their active sets.
 func chargeFair(items []item, now, t int64) {
 	for i := range items {
 		if f := items[i].fair; f != nil {
-			if f.in && !f.appt {
+			if f.in && !f.appt || f.room {
 				f.bookLane(t, items[i].cost)
 			}
 			f.record(now)

@@ -412,6 +412,56 @@ func testFairExpiryOrder(t *testing.T, newStore NewStore) {
 	reserve("a", 1, false)
 }
 
+// testFairOverShare: the standing of a request over its share, step by
+// step against the model: three tenants (weights 1, 2, 1) on a limit of
+// 20/s burst 20 ask in a fixed pattern, failing fast, waiting 300ms or
+// 2s, and coming back with appointments, while the clock moves a few ms
+// at a time, so that every tenant is by turns within its share, over it
+// with room in its lane (admitted, its lane charged) and over it with
+// its lane booked FairSpan ahead (leaving quota.FairIdleHold of the
+// burst). Every decision must be the model's to the µs; a lane charged
+// or not shows in the tenant's later decisions.
+func testFairOverShare(t *testing.T, newStore NewStore) {
+	clock := NewClock(start)
+	st := newStore(t, clock)
+	model := NewModel()
+	l := fairLimit("shared", 20, time.Second, 20) // T 50ms
+	tenants := []quota.Share{{Key: "a"}, {Key: "b", Weight: 2}, {Key: "c"}}
+	waits := []time.Duration{0, 300 * time.Millisecond, 2 * time.Second, 0, 2 * time.Second}
+	steps := []time.Duration{0, 7 * time.Millisecond, 0, 13 * time.Millisecond, 3 * time.Millisecond, 0, 29 * time.Millisecond}
+	allowed, deferred := 0, 0
+	for i := range 1500 {
+		clock.Advance(steps[i%len(steps)])
+		if i%500 == 499 {
+			clock.Advance(1200 * time.Millisecond) // quiet: the lanes drain, some tenants go stale
+		}
+		sh := tenants[(i*7/5)%len(tenants)]
+		if i%300 >= 200 && sh.Key == "c" {
+			sh = tenants[0] // c quiet for a while: a and b share by 1:2
+		}
+		req := quota.Request{Tag: "fair", Items: []quota.Item{{Limit: l, Key: "shared"}}, Share: sh,
+			MaxWait: waits[(i/3)%len(waits)], Appointment: i%11 == 5}
+		want := model.Reserve(req, clock.Now())
+		got, err := st.Reserve(context.Background(), &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := compare(got, want); msg != "" {
+			t.Fatalf("step %d (tenant %q, max wait %v, appointment %v, at +%v): the store and the model disagree: %s",
+				i, sh.Key, req.MaxWait, req.Appointment, clock.Now().Sub(start), msg)
+		}
+		if got.Allowed {
+			allowed++
+		}
+		if got.Deferred {
+			deferred++
+		}
+	}
+	if allowed < 100 || deferred < 100 {
+		t.Errorf("%d admitted and %d deferred of 1500: the pattern no longer exercises both", allowed, deferred)
+	}
+}
+
 // testFairMixed: one decision over a fair item and a classed item: both
 // admit at once; when the classed item's time is past the fair item's
 // horizon the request is deferred to that time (nothing charged in either
@@ -479,5 +529,6 @@ func runFair(t *testing.T, newStore NewStore) {
 	t.Run("W falls back as tenants expire", func(t *testing.T) { testFairExpiry(t, newStore) })
 	t.Run("the active set expires by its rule", func(t *testing.T) { testFairExpiryOrder(t, newStore) })
 	t.Run("a fair item and a classed item decide together", func(t *testing.T) { testFairMixed(t, newStore) })
+	t.Run("a request over its share, by the model", func(t *testing.T) { testFairOverShare(t, newStore) })
 	t.Run("invalid", func(t *testing.T) { testFairInvalid(t, newStore) })
 }

@@ -24,6 +24,7 @@ type fairView struct {
 	a       int64 // the appointment: when the lane admits the cost, at least now (now with Appointment)
 	Ti, bi  int64 // the lane (quota.FairLane)
 	in      bool  // in-share
+	room    bool  // over its share, others active, and its lane could book it within its max wait: admitted, it charges the lane
 	key     string
 	laneKey string
 	part    string
@@ -143,7 +144,15 @@ func (m *Model) fairViews(req *quota.Request, now int64) []*fairView {
 		case req.Appointment:
 			v.dvt, v.hz = v.whole, now
 		default:
-			v.dvt, v.hz = max(B-quota.FairOverHold(B), cost)*v.T, now
+			// Over its share: FairOverHold while its lane could still book
+			// it an appointment within its max wait (and then its lane pays
+			// for what it takes), else FairIdleHold; alone, FairOverHold.
+			v.room = W > v.w && due <= now+v.span
+			leave := quota.FairOverHold(B)
+			if !v.room && W > v.w {
+				leave = quota.FairIdleHold(B, cost)
+			}
+			v.dvt, v.hz = max(B-leave, cost)*v.T, now
 		}
 		v.a = now
 		if !req.Appointment {
@@ -184,7 +193,8 @@ func (m *Model) fairDefer(req *quota.Request, now int64) {
 }
 
 // fairCharge books what an admitted decision at slot takes of its Fair
-// items' lanes (in-share without Appointment: a charge at slot) and
+// items' lanes (in-share without Appointment, or over its share with
+// room in its lane: a charge at slot) and
 // records its tenant in each active set. It returns the lane charges per
 // item, nil without Fair items.
 func (m *Model) fairCharge(req *quota.Request, now, slot int64) []*laneCharge {
@@ -196,7 +206,7 @@ func (m *Model) fairCharge(req *quota.Request, now, slot int64) []*laneCharge {
 		if v == nil {
 			continue
 		}
-		if v.in && !req.Appointment {
+		if v.in && !req.Appointment || v.room {
 			cs := m.lane(v, now)
 			lanes[i] = &laneCharge{c: &charge{slot: slot, occupy: req.CostOf(i) * v.Ti}, key: v.laneKey, Ti: v.Ti, bi: v.bi}
 			*cs = append(*cs, lanes[i].c)

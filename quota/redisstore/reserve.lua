@@ -52,9 +52,12 @@ whether it is used or not: the path of GCRA and window items (parse,
 slot, charge, flush) is a few functions, and the kinds that always go
 alone (rolling windows, concurrency) share one to parse and one to charge.
 The functions of the upper-case kinds (limits with classes, paced windows
-and Fair limits) are made only by a call that has one (upperFns): a plain
-call runs 4 Lua instructions more for classes than before they existed,
-and 3 more for fair share (of about 430 for a lone GCRA limit).
+and Fair limits) are made only by a call that has one (upperFns), and in
+groups by concern, each only for an item that uses it: the holds of
+classes over windows, concurrency and rolling limits, the lanes of a GCRA
+limit with classes, pacing, and fair share. A plain call runs 4 Lua
+instructions more for classes than before they existed, and 3 more for
+fair share (of about 430 for a lone GCRA limit).
 
 Rolling windows. Buckets of width W (Go computes it: ceil(P / 100)),
 aligned to multiples of W since the epoch; a bucket b counts until b + W +
@@ -192,21 +195,25 @@ request is within its share when it has no Appointment and ltat + cost*Ti
 - bi*Ti <= now + T; K then admits it at t >= tat + cost*T - DVT up to now
 + T; back at an appointment, at t >= tat + cost*T - (DVT - min(h, B -
 cost)*T) up to now; over its share, leaving min(max(2h, floor(B/2)), B -
-cost) instead (h = max(1, floor(B/10)); quota.FairOverHold). Past that latest slot the fixpoint stops
-(beyond). Then, unless a lease cap is full, a second fixpoint from the
-latest of now, the pause and the appointments (max(now, ltat + cost*Ti
-- bi*Ti) without Appointment, now with it), every Fair item at an
-appointment's tolerance and with no horizon, gives a deferral's time;
-within the max wait the request is deferred (reply allowed = 2): a lane
-without Appointment is booked at its appointment a (a GCRA charge:
-max(ltat, a) + cost*Ti), the set is written, nothing else is charged.
-Otherwise a third fixpoint, every Fair item at the request's own
-tolerance with no horizon, gives the denial's time, and nothing is
-written. An admission within its share charges the lane at the slot
-beside K. An admission or a deferral writes the set at once (so that the
-next request of the call reads it): the stale members leave (ZREM,
-HDEL; UNLINK of both keys when none was live), the tenant is added
-(ZADD now, HSET of its weight and W), and both keys expire the span past
+cost) instead (h = max(1, floor(B/10)); quota.FairOverHold), or, when W >
+w and the lane could not book it within the span (ltat + cost*Ti - bi*Ti
+> now + span), the larger of that and B - cost - 2h (quota.FairIdleHold);
+with W > w and that room, an admission over its share charges the lane.
+Past that latest slot the fixpoint stops (beyond). Then, unless a lease
+cap is full, a second fixpoint from the latest of now, the pause and the
+appointments (max(now, ltat + cost*Ti - bi*Ti) without Appointment, now
+with it), every Fair item at an appointment's tolerance and with no
+horizon, gives a deferral's time; within the max wait the request is
+deferred (reply allowed = 2): a lane without Appointment is booked at its
+appointment a (a GCRA charge: max(ltat, a) + cost*Ti), the set is
+written, nothing else is charged. Otherwise a third fixpoint, every Fair
+item at the request's own tolerance with no horizon, gives the denial's
+time, and nothing is written. An admission within its share, or over it
+with room, charges the lane at the slot beside K. An admission or a
+deferral writes the set at once (so that the next request of the call
+reads it): the stale members leave (ZREM, HDEL; UNLINK of both keys when
+none was live), the tenant is added (ZADD now, HSET of its weight and
+W), and both keys expire the span past
 now (PEXPIRE). Fair requests are coalesced like any GCRA and window
 stack, but never reuse the request before them. Cancel and Settle act on
 the lane charged as on a GCRA key of its own (cancel.lua, after.lua). A
@@ -345,9 +352,11 @@ local items = {}
 
 -- cls holds the functions of the upper-case kinds: limits with classes,
 -- paced windows and Fair items (header, "Classes", "Pacing" and "Fair
--- share"), made by upperFns for the first item that needs them: a plain
--- call does not pay for their closures (header, "Functions"). cls.fkb is
--- the KEYS base of the last request parsed that has a Fair item.
+-- share"), made by upperFns for the first item that needs them, each
+-- group of them (holds, class lanes, pacing, fair share) only for an item
+-- that uses it: a plain call does not pay for their closures (header,
+-- "Functions"). cls.fkb is the KEYS base of the last request parsed that
+-- has a Fair item.
 local cls
 
 -- count returns the count of rolling item x's bucket b, reading it once.
@@ -461,129 +470,351 @@ local function parseAlone(kind, k, a, sk)
   return x
 end
 
--- upperFns makes cls.
+-- upperFns makes cls: the dispatch of the upper-case kinds (parseClassed,
+-- classReply) and the factories of their functions, one per concern, each
+-- run by parseClassed for the first item that needs its group: the holds
+-- of classes over windows, concurrency and rolling limits (holdFns), the
+-- lanes of a GCRA limit with classes (laneFns), pacing (pacingFns) and
+-- fair share (fairFns). The factories are inside upperFns so that a plain
+-- call makes none of their closures (header, "Functions"), and a call
+-- makes only the groups its items use.
 local function upperFns()
-  -- held reads, for item x of a limit with classes whose class arguments
-  -- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
-  -- "Classes"), the activity record sk, and sets x.h, what the active
-  -- classes above the request's keep from it, and what charging it writes
-  -- (x.sk, x.sc, x.sw, x.span). A peek keeps the record read (x.seen).
-  local function held(x, sk, a)
-    local c = tonumber(ARGV[a])
-    x.sk, x.sc, x.sw, x.span, x.h = sk, c, ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), 0
-    if c == 0 then return end
-    local f = {}
-    for q = 1, c do f[q] = q - 1 end
-    local v = redis.call('HMGET', sk, unpack(f))
-    for q = 1, c do
-      local at = tonumber(v[q])
-      if at and at > 0 and at + x.span > now then x.h = x.h + tonumber(ARGV[a + 2 + q]) end
-      v[q] = at or 0
+  -- holdFns adds to cls what a limit with classes other than a GCRA
+  -- limit (a window, a concurrency or a rolling limit; header, "Classes")
+  -- needs: held, the hold the active classes above a request keep, read
+  -- from the limit's activity record.
+  local function holdFns()
+    -- held reads, for item x of a limit with classes whose class arguments
+    -- start at ARGV[a] (c, w, span, then the holds of classes 0 .. c-1; header,
+    -- "Classes"), the activity record sk, and sets x.h, what the active
+    -- classes above the request's keep from it, and what charging it writes
+    -- (x.sk, x.sc, x.sw, x.span). A peek keeps the record read (x.seen).
+    local function held(x, sk, a)
+      local c = tonumber(ARGV[a])
+      x.sk, x.sc, x.sw, x.span, x.h = sk, c, ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), 0
+      if c == 0 then return end
+      local f = {}
+      for q = 1, c do f[q] = q - 1 end
+      local v = redis.call('HMGET', sk, unpack(f))
+      for q = 1, c do
+        local at = tonumber(v[q])
+        if at and at > 0 and at + x.span > now then x.h = x.h + tonumber(ARGV[a + 2 + q]) end
+        v[q] = at or 0
+      end
+      if peek then x.seen = v end
     end
-    if peek then x.seen = v end
+
+    cls.held = held
   end
 
-  -- parseLanes returns the item of a GCRA limit with classes ("G") whose
-  -- item key, the bottom lane's, is k, whose arguments start at ARGV[a] and
-  -- whose other lanes' keys follow KEYS[xk] (header, "Classes"): per lane q
-  -- (0-based, the top first) its key, interval and tolerance (lk, lT, ldvt),
-  -- its stored tat (lst, 0 when missing) and tat (ltat), read through the
-  -- view, those not read yet in one MGET.
-  local function parseLanes(k, a, xk)
-    local L = tonumber(ARGV[a + 4])
-    local x = {kind = 'G', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
-      c = tonumber(ARGV[a + 3]), L = L, lk = {}, lT = {}, ldvt = {}, lst = {}, ltat = {}, lane = -1}
-    local miss
-    for q = 0, L - 1 do
-      local key = k
-      if q < L - 1 then key = KEYS[xk + q + 1] end
-      x.lk[q], x.lT[q], x.ldvt[q] = key, tonumber(ARGV[a + 5 + 2 * q]), tonumber(ARGV[a + 6 + 2 * q])
-      if gval[key] == nil then
+  -- laneFns adds to cls the lanes of a GCRA limit with classes ("G";
+  -- header, "Classes"): parseLanes reads them, laneAt is when a lane
+  -- admits (slotTime), chargeLanes charges the lowest lane that admits.
+  local function laneFns()
+    -- parseLanes returns the item of a GCRA limit with classes ("G") whose
+    -- item key, the bottom lane's, is k, whose arguments start at ARGV[a] and
+    -- whose other lanes' keys follow KEYS[xk] (header, "Classes"): per lane q
+    -- (0-based, the top first) its key, interval and tolerance (lk, lT, ldvt),
+    -- its stored tat (lst, 0 when missing) and tat (ltat), read through the
+    -- view, those not read yet in one MGET.
+    local function parseLanes(k, a, xk)
+      local L = tonumber(ARGV[a + 4])
+      local x = {kind = 'G', key = k, cost = tonumber(ARGV[a + 1]), T = tonumber(ARGV[a + 2]),
+        c = tonumber(ARGV[a + 3]), L = L, lk = {}, lT = {}, ldvt = {}, lst = {}, ltat = {}, lane = -1}
+      local miss
+      for q = 0, L - 1 do
+        local key = k
+        if q < L - 1 then key = KEYS[xk + q + 1] end
+        x.lk[q], x.lT[q], x.ldvt[q] = key, tonumber(ARGV[a + 5 + 2 * q]), tonumber(ARGV[a + 6 + 2 * q])
+        if gval[key] == nil then
+          miss = miss or {}
+          miss[#miss + 1] = key
+        end
+      end
+      if miss then
+        local v = redis.call('MGET', unpack(miss))
+        for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+      end
+      for q = 0, L - 1 do
+        x.lst[q] = gval[x.lk[q]]
+        x.ltat[q] = math.max(x.lst[q], now)
+      end
+      return x
+    end
+
+    -- laneAt returns the earliest time at or after t at which lane q of item
+    -- x, a GCRA limit with classes, admits its cost, or nil when it cannot:
+    -- the request's own lane and those below it by their GCRA; a lane above
+    -- it only when full now, for a slot within one interval of the whole
+    -- limit from now (header, "Classes").
+    local function laneAt(x, q, t)
+      local n, T, dvt = x.cost, x.lT[q], x.ldvt[q]
+      if n * T > dvt then return nil end
+      if q >= x.c then return math.max(t, x.ltat[q] + n * T - dvt) end
+      if x.ltat[q] <= now and t <= now + x.T then return t end
+      return nil
+    end
+
+    -- chargeLanes charges item x, a GCRA limit with classes, at slot t when
+    -- allowed, in the call's view: the lowest lane that admits it then (its
+    -- own before one above it), which it remembers (x.lane). It returns the
+    -- item's remaining (the sum of the lanes') and reset after (the latest
+    -- lane's), the tat set and the stored tat it replaced; a peek keeps each
+    -- lane's remaining and reset after (x.lrem, x.lreset).
+    local function chargeLanes(x, allowed, t)
+      local at, lane, set, mark, prev = now, -1, 0, 0, 0
+      if allowed then
+        at = t
+        for q = x.L - 1, 0, -1 do
+          if laneAt(x, q, t) == t then lane = q break end
+        end
+        local k = x.lk[lane]
+        set = math.max(x.ltat[lane], t) + x.cost * x.lT[lane]
+        if not gw[k] then
+          gw[k] = true
+          gorder[#gorder + 1] = k
+        end
+        gval[k] = set
+        mark, prev = set, x.lst[lane]
+      end
+      x.lane = lane
+      local rem, reset = 0, 0
+      if peek then x.lrem, x.lreset = {}, {} end
+      for q = 0, x.L - 1 do
+        local tat = x.ltat[q]
+        if q == lane then tat = set end
+        local r = math.floor((x.ldvt[q] - (math.max(tat, at) - at)) / x.lT[q])
+        if r < 0 then r = 0 end
+        rem = rem + r
+        if tat - now > reset then reset = tat - now end
+        if peek then x.lrem[q], x.lreset[q] = r, math.max(tat - now, 0) end
+      end
+      return rem, reset, mark, prev
+    end
+
+    cls.parseLanes, cls.laneAt, cls.chargeLanes = parseLanes, laneAt, chargeLanes
+  end
+
+  -- pacingFns adds to cls the pacing of a paced window ("W" with a paced
+  -- rate; header, "Pacing"): paced, when a window of it admits (slotTime).
+  local function pacingFns()
+    -- paced returns the earliest time at or after t at which window k of the
+    -- paced window item x admits a request that takes its count to v, or nil
+    -- when that window cannot (header, "Pacing").
+    local function paced(x, k, t, v)
+      local s, e = x.bs[k], x.bs[k + 1]
+      local D = e - s
+      local F = math.floor(D / 100)
+      local P = x.pr
+      local Fres = math.floor(D / 10000) * P + math.floor((D % 10000) * P / 10000)
+      if (x.sc or 0) == 0 or P == 0 then
+        if v > x.rate then return nil end
+        return math.max(t, s - (F + Fres) + math.ceil(v * (D / x.rate)))
+      end
+      local R = e - math.max(F, Fres)
+      if v <= x.rl then
+        local u = math.max(t, s - F + math.ceil(v * (D / x.rl)))
+        if u < R then return u end
+      end
+      if v <= x.rate then return math.max(t, R, s - F + math.ceil(v * (D / x.rate))) end
+      return nil
+    end
+
+    cls.paced = paced
+  end
+
+  -- fairFns adds to cls fair share (a Fair limit, "F"; header, "Fair
+  -- share"): parseFair reads a Fair item's lane and active set,
+  -- fairDecide runs the second and third fixpoints after slotTime's
+  -- first, and fairReply books the lane and writes the active set
+  -- (bookLane, record) once the reply holds the other figures.
+  local function fairFns()
+    -- parseFair returns the item of Fair key k (header, "Fair share")
+    -- whose arguments start at ARGV[a] and whose extra keys (the tenant's
+    -- lane, the active set and its weights) follow KEYS[xk], of the request
+    -- whose keys start after KEYS[kb]: K and the lane read through the
+    -- call's view (those not read yet in one MGET), the active set as the
+    -- decision sees it (its newest score; its stale members, at most 16,
+    -- oldest first; their weights, the tenant's own and W in one HMGET),
+    -- the lane's interval and burst, the request's standing and its
+    -- appointment.
+    local function parseFair(k, a, xk, kb)
+      local lk, zk, wk = KEYS[xk + 1], KEYS[xk + 2], KEYS[xk + 3]
+      local cost, T, dvt, B = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+      local span, p, w, appt = tonumber(ARGV[a + 5]), ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8] == '1'
+      local miss
+      if gval[k] == nil then miss = {k} end
+      if gval[lk] == nil then
         miss = miss or {}
-        miss[#miss + 1] = key
+        miss[#miss + 1] = lk
+      end
+      if miss then
+        local v = redis.call('MGET', unpack(miss))
+        for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
+      end
+      -- The active set. No member live (or none): forgotten, as its
+      -- expiry would, both keys dropped when it is written. Else the stale
+      -- members lowest in (seen, part), at most 16, leave (drop); then the
+      -- tenant joins or is refreshed.
+      local setW, own, drop = 0, nil, {}
+      local newest = redis.call('ZRANGE', zk, -1, -1, 'WITHSCORES')
+      local live = #newest > 0 and tonumber(newest[2]) + span > now
+      if live then
+        drop = redis.call('ZRANGE', zk, '-inf', string.format('%d', now - span), 'BYSCORE', 'LIMIT', 0, 16)
+        local v = redis.call('HMGET', wk, '', p, unpack(drop))
+        setW, own = tonumber(v[1]) or 0, tonumber(v[2])
+        for j = 1, #drop do
+          setW = setW - (tonumber(v[j + 2]) or 0)
+          if drop[j] == p then own = nil end
+        end
+      end
+      local W = setW - (own or 0) + w
+      if W < w then W = w end -- only a hash changed by hand: never a lane faster than the whole limit
+      -- The lane: quota.FairLane, the float expression in Go's order.
+      local Ti = math.min(math.ceil(T * W / w), math.floor(2251799813685248 / B))
+      if Ti < 1 then Ti = 1 end
+      local bi = math.max(1, math.floor(B * w / W))
+      local lst = gval[lk]
+      local ltat = math.max(lst, now)
+      local due = ltat + cost * Ti - bi * Ti
+      -- The standing: what of K it leaves (quota.FairHold, at most B - cost).
+      local h = math.max(1, math.floor(B / 10))
+      local held = dvt - math.min(h, B - cost) * T
+      local x = {kind = 'F', key = k, cost = cost, T = T, dvt = dvt, stored = gval[k], held = held,
+        fk = lk, lst = lst, ltat = ltat, Ti = Ti, bi = bi, zk = zk, wk = wk, p = p, w = w, W = W,
+        setW = setW, drop = drop, live = live, span = span, appt = appt, a = now,
+        inshare = not appt and due <= now + T}
+      x.tat = math.max(x.stored, now)
+      if x.inshare then
+        x.fd, x.hz = dvt, now + T
+      elseif appt then
+        x.fd, x.hz = held, now
+      else
+        -- Over its share: quota.FairOverHold while others are active and
+        -- its lane could book it within the span (room: admitted, it
+        -- charges the lane), quota.FairIdleHold once it could not.
+        local leave = math.min(math.max(2 * h, math.floor(B / 2)), B - cost)
+        x.room = W > w and due <= now + span
+        if not x.room and W > w then leave = math.max(leave, B - cost - 2 * h) end
+        x.fd, x.hz = dvt - leave * T, now
+      end
+      x.own = x.fd
+      if not appt then x.a = math.max(now, due) end
+      cls.fkb = kb
+      return x, a + 9, xk + 3
+    end
+
+    -- fairDecide follows the first fixpoint (t, decider, ok; full, the
+    -- full concurrency item) of the request with Fair items whose n items
+    -- are decided: when it stopped (beyond) with no lease cap full, a
+    -- second one from the latest of now, the pause's end (paused) and the
+    -- appointments, every Fair item at an appointment's tolerance with no
+    -- horizon, says whether the request is deferred (its time within
+    -- maxwait); if not, a third one, every Fair item at the request's own
+    -- tolerance with no horizon, gives a denial's time. It returns the
+    -- time and the decider, and keeps whether the request is deferred for
+    -- fairReply (cls.deferred). slotTime runs the fixpoints. A peek only
+    -- reads: it runs neither. Each Fair item is then a GCRA item of K for
+    -- the reply (replyItems).
+    local function fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
+      local deferred = false
+      if not ok and full == nil and not peek then
+        local t0, d0 = now, -1
+        if paused > t0 then t0, d0 = paused, -2 end
+        for i = 1, n do
+          local x = items[i]
+          if x.kind == 'F' then
+            x.fd, x.hz = x.held, nil
+            if x.a > t0 then t0, d0 = x.a, i - 1 end
+          end
+        end
+        local ok2
+        t, decider, ok2 = slotTime(n, paused, t0, d0)
+        deferred = ok2 and t - now <= maxwait
+        if not deferred then
+          t0, d0 = now, -1
+          if paused > t0 then t0, d0 = paused, -2 end
+          for i = 1, n do
+            local x = items[i]
+            if x.kind == 'F' then x.fd = x.own end
+          end
+          t, decider = slotTime(n, paused, t0, d0)
+        end
+      end
+      for i = 1, n do
+        if items[i].kind == 'F' then items[i].kind = 'g' end
+      end
+      cls.deferred = deferred
+      return t, decider
+    end
+
+    -- bookLane charges Fair item x's lane its cost at t, a GCRA charge in
+    -- the call's view, and returns the tat set.
+    local function bookLane(x, t)
+      local set = math.max(x.ltat, t) + x.cost * x.Ti
+      if not gw[x.fk] then
+        gw[x.fk] = true
+        gorder[#gorder + 1] = x.fk
+      end
+      gval[x.fk] = set
+      return set
+    end
+
+    -- record writes Fair item x's active set as its decision found it, the
+    -- tenant seen now: at once, so that the next request of the call reads
+    -- it. A set with no member live is dropped whole first (with what its
+    -- weights may still hold). Both keys expire the span past this write.
+    local function record(x)
+      if not x.live then
+        redis.call('UNLINK', x.zk, x.wk)
+      elseif #x.drop > 0 then
+        redis.call('ZREM', x.zk, unpack(x.drop))
+        redis.call('HDEL', x.wk, unpack(x.drop))
+      end
+      redis.call('ZADD', x.zk, now, x.p)
+      redis.call('HSET', x.wk, x.p, x.w, '', x.W)
+      local px = ttl(x.span)
+      redis.call('PEXPIRE', x.zk, px)
+      redis.call('PEXPIRE', x.wk, px)
+    end
+
+    -- fairReply does, for the n items of a request with Fair items decided
+    -- at t (allowed, deferred or neither), what the Fair items add once the
+    -- other figures are in reply: reply[1] is 2 for a deferral; an
+    -- admission within its share charges the lane at t, a deferral without
+    -- Appointment books it at the appointment, and both record the tenant
+    -- in the active set; it appends per Fair item the lane's mark and prev
+    -- (0 when it was not charged), interval and burst, and for a peek the
+    -- active set's members and weight after the decision's expiry (before
+    -- the tenant joins), how far the lane is booked past now and how long
+    -- until it would give a request of cost 1 its appointment.
+    local function fairReply(reply, n, allowed, t)
+      local deferred = cls.deferred
+      if deferred then reply[1] = 2 end
+      for i = 1, n do
+        local x = items[i]
+        if x.fk then
+          local mark, prev = 0, 0
+          if allowed and (x.inshare or x.room) then
+            mark, prev = bookLane(x, t), x.lst
+          elseif deferred and not x.appt then
+            bookLane(x, x.a)
+          end
+          if allowed or deferred then record(x) end
+          local r = #reply
+          reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = mark, prev, x.Ti, x.bi
+          if peek then
+            local members = 0
+            if x.live then members = redis.call('ZCARD', x.zk) - #x.drop end
+            reply[r + 5], reply[r + 6] = members, x.setW
+            reply[r + 7] = math.max(x.lst - now, 0)
+            reply[r + 8] = math.max(x.ltat + (1 - x.bi) * x.Ti - now, 0)
+          end
+        end
       end
     end
-    if miss then
-      local v = redis.call('MGET', unpack(miss))
-      for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
-    end
-    for q = 0, L - 1 do
-      x.lst[q] = gval[x.lk[q]]
-      x.ltat[q] = math.max(x.lst[q], now)
-    end
-    return x
-  end
 
-  -- laneAt returns the earliest time at or after t at which lane q of item
-  -- x, a GCRA limit with classes, admits its cost, or nil when it cannot:
-  -- the request's own lane and those below it by their GCRA; a lane above
-  -- it only when full now, for a slot within one interval of the whole
-  -- limit from now (header, "Classes").
-  local function laneAt(x, q, t)
-    local n, T, dvt = x.cost, x.lT[q], x.ldvt[q]
-    if n * T > dvt then return nil end
-    if q >= x.c then return math.max(t, x.ltat[q] + n * T - dvt) end
-    if x.ltat[q] <= now and t <= now + x.T then return t end
-    return nil
-  end
-
-  -- paced returns the earliest time at or after t at which window k of the
-  -- paced window item x admits a request that takes its count to v, or nil
-  -- when that window cannot (header, "Pacing").
-  local function paced(x, k, t, v)
-    local s, e = x.bs[k], x.bs[k + 1]
-    local D = e - s
-    local F = math.floor(D / 100)
-    local P = x.pr
-    local Fres = math.floor(D / 10000) * P + math.floor((D % 10000) * P / 10000)
-    if (x.sc or 0) == 0 or P == 0 then
-      if v > x.rate then return nil end
-      return math.max(t, s - (F + Fres) + math.ceil(v * (D / x.rate)))
-    end
-    local R = e - math.max(F, Fres)
-    if v <= x.rl then
-      local u = math.max(t, s - F + math.ceil(v * (D / x.rl)))
-      if u < R then return u end
-    end
-    if v <= x.rate then return math.max(t, R, s - F + math.ceil(v * (D / x.rate))) end
-    return nil
-  end
-
-  -- chargeLanes charges item x, a GCRA limit with classes, at slot t when
-  -- allowed, in the call's view: the lowest lane that admits it then (its
-  -- own before one above it), which it remembers (x.lane). It returns the
-  -- item's remaining (the sum of the lanes') and reset after (the latest
-  -- lane's), the tat set and the stored tat it replaced; a peek keeps each
-  -- lane's remaining and reset after (x.lrem, x.lreset).
-  local function chargeLanes(x, allowed, t)
-    local at, lane, set, mark, prev = now, -1, 0, 0, 0
-    if allowed then
-      at = t
-      for q = x.L - 1, 0, -1 do
-        if laneAt(x, q, t) == t then lane = q break end
-      end
-      local k = x.lk[lane]
-      set = math.max(x.ltat[lane], t) + x.cost * x.lT[lane]
-      if not gw[k] then
-        gw[k] = true
-        gorder[#gorder + 1] = k
-      end
-      gval[k] = set
-      mark, prev = set, x.lst[lane]
-    end
-    x.lane = lane
-    local rem, reset = 0, 0
-    if peek then x.lrem, x.lreset = {}, {} end
-    for q = 0, x.L - 1 do
-      local tat = x.ltat[q]
-      if q == lane then tat = set end
-      local r = math.floor((x.ldvt[q] - (math.max(tat, at) - at)) / x.lT[q])
-      if r < 0 then r = 0 end
-      rem = rem + r
-      if tat - now > reset then reset = tat - now end
-      if peek then x.lrem[q], x.lreset[q] = r, math.max(tat - now, 0) end
-    end
-    return rem, reset, mark, prev
+    cls.parseFair, cls.fairDecide, cls.fairReply = parseFair, fairDecide, fairReply
   end
 
   -- classReply does, for the n items of a request decided (allowed or
@@ -623,185 +854,6 @@ local function upperFns()
     if cls.fkb == kb then cls.fairReply(reply, n, allowed, t) end
   end
 
-  -- parseFair returns the item of Fair key k (header, "Fair share")
-  -- whose arguments start at ARGV[a] and whose extra keys (the tenant's
-  -- lane, the active set and its weights) follow KEYS[xk], of the request
-  -- whose keys start after KEYS[kb]: K and the lane read through the
-  -- call's view (those not read yet in one MGET), the active set as the
-  -- decision sees it (its newest score; its stale members, at most 16,
-  -- oldest first; their weights, the tenant's own and W in one HMGET),
-  -- the lane's interval and burst, the request's standing and its
-  -- appointment.
-  local function parseFair(k, a, xk, kb)
-    local lk, zk, wk = KEYS[xk + 1], KEYS[xk + 2], KEYS[xk + 3]
-    local cost, T, dvt, B = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    local span, p, w, appt = tonumber(ARGV[a + 5]), ARGV[a + 6], tonumber(ARGV[a + 7]), ARGV[a + 8] == '1'
-    local miss
-    if gval[k] == nil then miss = {k} end
-    if gval[lk] == nil then
-      miss = miss or {}
-      miss[#miss + 1] = lk
-    end
-    if miss then
-      local v = redis.call('MGET', unpack(miss))
-      for y = 1, #miss do gval[miss[y]] = tonumber(v[y]) or 0 end
-    end
-    -- The active set. No member live (or none): forgotten, as its
-    -- expiry would, both keys dropped when it is written. Else the stale
-    -- members lowest in (seen, part), at most 16, leave (drop); then the
-    -- tenant joins or is refreshed.
-    local setW, own, drop = 0, nil, {}
-    local newest = redis.call('ZRANGE', zk, -1, -1, 'WITHSCORES')
-    local live = #newest > 0 and tonumber(newest[2]) + span > now
-    if live then
-      drop = redis.call('ZRANGE', zk, '-inf', string.format('%d', now - span), 'BYSCORE', 'LIMIT', 0, 16)
-      local v = redis.call('HMGET', wk, '', p, unpack(drop))
-      setW, own = tonumber(v[1]) or 0, tonumber(v[2])
-      for j = 1, #drop do
-        setW = setW - (tonumber(v[j + 2]) or 0)
-        if drop[j] == p then own = nil end
-      end
-    end
-    local W = setW - (own or 0) + w
-    if W < w then W = w end -- only a hash changed by hand: never a lane faster than the whole limit
-    -- The lane: quota.FairLane, the float expression in Go's order.
-    local Ti = math.min(math.ceil(T * W / w), math.floor(2251799813685248 / B))
-    if Ti < 1 then Ti = 1 end
-    local bi = math.max(1, math.floor(B * w / W))
-    local lst = gval[lk]
-    local ltat = math.max(lst, now)
-    local due = ltat + cost * Ti - bi * Ti
-    -- The standing: what of K it leaves (quota.FairHold, at most B - cost).
-    local h = math.max(1, math.floor(B / 10))
-    local held = dvt - math.min(h, B - cost) * T
-    local x = {kind = 'F', key = k, cost = cost, T = T, dvt = dvt, stored = gval[k], held = held,
-      fk = lk, lst = lst, ltat = ltat, Ti = Ti, bi = bi, zk = zk, wk = wk, p = p, w = w, W = W,
-      setW = setW, drop = drop, live = live, span = span, appt = appt, a = now,
-      inshare = not appt and due <= now + T}
-    x.tat = math.max(x.stored, now)
-    if x.inshare then
-      x.fd, x.hz = dvt, now + T
-    elseif appt then
-      x.fd, x.hz = held, now
-    else
-      x.fd, x.hz = dvt - math.min(math.max(2 * h, math.floor(B / 2)), B - cost) * T, now
-    end
-    x.own = x.fd
-    if not appt then x.a = math.max(now, due) end
-    cls.fkb = kb
-    return x, a + 9, xk + 3
-  end
-
-  -- fairDecide follows the first fixpoint (t, decider, ok; full, the
-  -- full concurrency item) of the request with Fair items whose n items
-  -- are decided: when it stopped (beyond) with no lease cap full, a
-  -- second one from the latest of now, the pause's end (paused) and the
-  -- appointments, every Fair item at an appointment's tolerance with no
-  -- horizon, says whether the request is deferred (its time within
-  -- maxwait); if not, a third one, every Fair item at the request's own
-  -- tolerance with no horizon, gives a denial's time. It returns the
-  -- time and the decider, and keeps whether the request is deferred for
-  -- fairReply (cls.deferred). slotTime runs the fixpoints. A peek only
-  -- reads: it runs neither. Each Fair item is then a GCRA item of K for
-  -- the reply (replyItems).
-  local function fairDecide(slotTime, n, t, decider, ok, full, paused, maxwait)
-    local deferred = false
-    if not ok and full == nil and not peek then
-      local t0, d0 = now, -1
-      if paused > t0 then t0, d0 = paused, -2 end
-      for i = 1, n do
-        local x = items[i]
-        if x.kind == 'F' then
-          x.fd, x.hz = x.held, nil
-          if x.a > t0 then t0, d0 = x.a, i - 1 end
-        end
-      end
-      local ok2
-      t, decider, ok2 = slotTime(n, paused, t0, d0)
-      deferred = ok2 and t - now <= maxwait
-      if not deferred then
-        t0, d0 = now, -1
-        if paused > t0 then t0, d0 = paused, -2 end
-        for i = 1, n do
-          local x = items[i]
-          if x.kind == 'F' then x.fd = x.own end
-        end
-        t, decider = slotTime(n, paused, t0, d0)
-      end
-    end
-    for i = 1, n do
-      if items[i].kind == 'F' then items[i].kind = 'g' end
-    end
-    cls.deferred = deferred
-    return t, decider
-  end
-
-  -- bookLane charges Fair item x's lane its cost at t, a GCRA charge in
-  -- the call's view, and returns the tat set.
-  local function bookLane(x, t)
-    local set = math.max(x.ltat, t) + x.cost * x.Ti
-    if not gw[x.fk] then
-      gw[x.fk] = true
-      gorder[#gorder + 1] = x.fk
-    end
-    gval[x.fk] = set
-    return set
-  end
-
-  -- record writes Fair item x's active set as its decision found it, the
-  -- tenant seen now: at once, so that the next request of the call reads
-  -- it. A set with no member live is dropped whole first (with what its
-  -- weights may still hold). Both keys expire the span past this write.
-  local function record(x)
-    if not x.live then
-      redis.call('UNLINK', x.zk, x.wk)
-    elseif #x.drop > 0 then
-      redis.call('ZREM', x.zk, unpack(x.drop))
-      redis.call('HDEL', x.wk, unpack(x.drop))
-    end
-    redis.call('ZADD', x.zk, now, x.p)
-    redis.call('HSET', x.wk, x.p, x.w, '', x.W)
-    local px = ttl(x.span)
-    redis.call('PEXPIRE', x.zk, px)
-    redis.call('PEXPIRE', x.wk, px)
-  end
-
-  -- fairReply does, for the n items of a request with Fair items decided
-  -- at t (allowed, deferred or neither), what the Fair items add once the
-  -- other figures are in reply: reply[1] is 2 for a deferral; an
-  -- admission within its share charges the lane at t, a deferral without
-  -- Appointment books it at the appointment, and both record the tenant
-  -- in the active set; it appends per Fair item the lane's mark and prev
-  -- (0 when it was not charged), interval and burst, and for a peek the
-  -- active set's members and weight after the decision's expiry (before
-  -- the tenant joins), how far the lane is booked past now and how long
-  -- until it would give a request of cost 1 its appointment.
-  local function fairReply(reply, n, allowed, t)
-    local deferred = cls.deferred
-    if deferred then reply[1] = 2 end
-    for i = 1, n do
-      local x = items[i]
-      if x.fk then
-        local mark, prev = 0, 0
-        if allowed and x.inshare then
-          mark, prev = bookLane(x, t), x.lst
-        elseif deferred and not x.appt then
-          bookLane(x, x.a)
-        end
-        if allowed or deferred then record(x) end
-        local r = #reply
-        reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = mark, prev, x.Ti, x.bi
-        if peek then
-          local members = 0
-          if x.live then members = redis.call('ZCARD', x.zk) - #x.drop end
-          reply[r + 5], reply[r + 6] = members, x.setW
-          reply[r + 7] = math.max(x.lst - now, 0)
-          reply[r + 8] = math.max(x.ltat + (1 - x.bi) * x.Ti - now, 0)
-        end
-      end
-    end
-  end
-
   -- parseClassed returns the item of key k of a limit with classes, a
   -- paced window or a Fair limit (an upper-case kind) whose arguments
   -- start at ARGV[a], whose extra keys follow KEYS[xk], of the request
@@ -814,27 +866,32 @@ local function upperFns()
     end
     local x
     if kind == 'F' then
-      return parseFair(k, a, xk, kb)
+      if cls.parseFair == nil then fairFns() end
+      return cls.parseFair(k, a, xk, kb)
     elseif kind == 'G' then
-      x = parseLanes(k, a, xk)
+      if cls.parseLanes == nil then laneFns() end
+      x = cls.parseLanes(k, a, xk)
       return x, a + 5 + 2 * x.L, xk + x.L - 1
     elseif kind == 'W' then
       local err
       x, err = parseWindow(k, a)
       if x == nil then return nil, a, xk, err end
       x.kind, x.rl, x.pr, x.h = 'W', tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), 0
+      if x.rl > 0 and cls.paced == nil then pacingFns() end
       if ARGV[a + 10] ~= '1' then return x, a + 11, xk end
-      held(x, KEYS[xk + 1], a + 11)
+      if cls.held == nil then holdFns() end
+      cls.held(x, KEYS[xk + 1], a + 11)
       return x, a + 14 + x.sc, xk + 1
     end
     -- 'C', 'R'
+    if cls.held == nil then holdFns() end
     x = parseAlone(string.lower(kind), k, a, KEYS[xk + 1])
     if kind == 'C' then a = a + 4 else a = a + 5 end
     return x, a + 3 + x.sc, xk + 1
   end
 
-  cls = {held = held, laneAt = laneAt, paced = paced, parseClassed = parseClassed,
-    chargeLanes = chargeLanes, classReply = classReply, fairDecide = fairDecide, fairReply = fairReply}
+
+  cls = {parseClassed = parseClassed, classReply = classReply}
 end
 
 -- parseItems fills items with the n items of the request whose keys start
