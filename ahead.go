@@ -317,11 +317,13 @@ func (pl *aheadPool) take(ctx context.Context, a *aheadPools, t *Transport, p *p
 
 // demand counts a request at now in the pool's rate: a count decayed by
 // e^(-dt/period), divided by the period, which follows a steady demand
-// within a period or two and forgets a burst as fast. A request after a
-// period without one starts a busy spell: the next batches start small
-// again (slow start, batchSize). pl.mu is held.
+// within a period or two and forgets a burst as fast. A request after
+// two periods without one starts a busy spell: the next batches start
+// small again (slow start, batchSize); what the pool held has been given
+// back or has passed by then. A shorter pause (bursts a period apart)
+// keeps the batches' size. pl.mu is held.
 func (pl *aheadPool) demand(now time.Time) {
-	if pl.spellN == 0 || now.Sub(pl.last) >= pl.period {
+	if pl.spellN == 0 || now.Sub(pl.last) > 2*pl.period {
 		pl.spellAt, pl.spellN, pl.lastK = now, 0, 0
 	}
 	pl.spellN++
@@ -712,8 +714,11 @@ func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 		// slots come at its share of the rate whatever its batches. A
 		// smaller next batch holds less of the schedule unused (what
 		// a busy spell's end leaves held is lost to everyone), down
-		// to what two round trips of the demand use.
-		pl.cap = max(min(k/2, pl.most()), pl.lowMark(), 2)
+		// to what two round trips of the demand use, or a quarter of
+		// a period's, whichever is more: calls stay at most four per
+		// period.
+		floor := max(pl.lowMark(), int64(pl.demandRate()*pl.period.Seconds())/4, 2)
+		pl.cap = max(min(k/2, pl.most()), floor)
 		fallthrough
 	default:
 		if pl.cap != 0 && rsv.Wait == 0 {
