@@ -92,7 +92,9 @@ type aheadPool struct {
 	holdOff  time.Time     // no batch before this (after a denial or a failure)
 	denied   *aheadBatch   // the last batch's denial, until holdOff: the pool refuses meanwhile
 	cap      int64         // largest batch for now: halved by a denial, doubled by a grant
-	lastK    int64         // the last batch's size
+	lastK    int64         // the last batch's size; 0 from idle (slow start)
+	spellAt  time.Time     // the first request of the busy spell
+	spellN   int64         // the requests of the busy spell
 	dry      bool          // a request found no slot since the last batch
 	rtt      time.Duration // moving mean of the batch calls' durations
 	keeping  bool          // the keeper runs
@@ -149,8 +151,19 @@ func (t *Transport) aheadPeriod(ctx context.Context, res *providers.Resolution, 
 // always (failover.reserve).
 func (t *Transport) reserve(ctx context.Context, res *providers.Resolution, q *quota.Request) (*quota.Reservation, error) {
 	if period := t.aheadPeriod(ctx, res, q); period > 0 {
-		if rsv := t.ahead.take(ctx, t, res.Provider, q, period); rsv != nil {
+		rsv, pl := t.ahead.take(ctx, t, res.Provider, q, period)
+		if rsv != nil {
 			return rsv, nil
+		}
+		if pl != nil {
+			// The store decides: its round trip is the pool's first
+			// measure of a batch's, before any batch was taken.
+			sent := t.clock.Now()
+			rsv, err := t.failover.reserve(ctx, res.Provider, q)
+			if err == nil {
+				pl.observe(t.clock.Now().Sub(sent))
+			}
+			return rsv, err
 		}
 	}
 	return t.failover.reserve(ctx, res.Provider, q)
@@ -233,22 +246,29 @@ func (a *aheadPools) sweep(now time.Time) {
 // take returns a reservation of q from the pool of its stack, or nil when
 // the store must decide it: the pool has no slot valid within q's max
 // wait and no batch comes in time for it, the process is quiet, or a
-// pause holds the stack (the pool then gives back what it holds).
-func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provider, q *quota.Request, period time.Duration) *quota.Reservation {
+// pause holds the stack (the pool then gives back what it holds). It
+// also returns the pool, when q has one, which is told the round trip of
+// the store's decision (observe).
+func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provider, q *quota.Request, period time.Duration) (*quota.Reservation, *aheadPool) {
 	key, ok := keyOf(q)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	now := t.clock.Now()
 	pl := a.pool(key, q, now)
 	if pl == nil || !slices.Equal(pl.pauses, q.Pauses) {
-		return nil
+		return nil, nil
 	}
+	return pl.take(ctx, a, t, p, q, period), pl
+}
+
+// take is aheadPools.take on the pool of q's stack.
+func (pl *aheadPool) take(ctx context.Context, a *aheadPools, t *Transport, p *providers.Provider, q *quota.Request, period time.Duration) *quota.Reservation {
 	paused := t.failover.pausedFor(q) > 0
 	pl.mu.Lock()
 	// Read under the lock: a batch that came in before it is never
 	// later than now, so its slots are not taken for ones to wait for.
-	now = t.clock.Now()
+	now := t.clock.Now()
 	pl.p, pl.period = p, period
 	pl.demand(now)
 	if paused {
@@ -297,8 +317,16 @@ func (a *aheadPools) take(ctx context.Context, t *Transport, p *providers.Provid
 
 // demand counts a request at now in the pool's rate: a count decayed by
 // e^(-dt/period), divided by the period, which follows a steady demand
-// within a period or two and forgets a burst as fast. pl.mu is held.
+// within a period or two and forgets a burst as fast. A request after
+// two periods without one starts a busy spell: the next batches start
+// small again (slow start, batchSize); what the pool held has been given
+// back or has passed by then. A shorter pause (bursts a period apart)
+// keeps the batches' size. pl.mu is held.
 func (pl *aheadPool) demand(now time.Time) {
+	if pl.spellN == 0 || now.Sub(pl.last) > 2*pl.period {
+		pl.spellAt, pl.spellN, pl.lastK = now, 0, 0
+	}
+	pl.spellN++
 	if dt := now.Sub(pl.rateAt); dt > 0 {
 		pl.rate *= math.Exp(-float64(dt) / float64(pl.period))
 		pl.fast *= math.Exp(-4 * float64(dt) / float64(pl.period))
@@ -349,14 +377,34 @@ func (pl *aheadPool) most() int64 {
 // batchSize is the size of the batch to take now: size, or, when a
 // request found the pool dry since the last batch, up to twice the last
 // batch (the demand outran the estimate, which follows it only within a
-// period or two). pl.mu is held.
+// period or two). A busy spell's batches start at two slots and at most
+// double (slow start): a batch's lead grows with its size, and the part
+// of a lead that reaches past the limit's schedule is burst given up
+// (docs/decisions.md, "A busy spell from idle"). Small first leads give
+// up little of an idle limit's burst, and when the fleet's demand
+// outruns the limit, its own charges take the schedule ahead of the
+// next, longer leads. pl.mu is held.
 func (pl *aheadPool) batchSize() int64 {
 	k := pl.size()
 	if k > 0 && pl.dry {
 		k = max(k, min(2*pl.lastK, pl.most()))
 	}
 	pl.dry = false
+	if k > 0 {
+		k = min(k, max(2, 2*pl.lastK))
+	}
 	return k
+}
+
+// observe takes d, the round trip of a decision the store made for the
+// pool's stack, as the batches' round trip until a batch has measured
+// one: the first batch's lead then allows for it (see lead).
+func (pl *aheadPool) observe(d time.Duration) {
+	pl.mu.Lock()
+	if pl.rtt == 0 {
+		pl.rtt = d
+	}
+	pl.mu.Unlock()
 }
 
 // busy reports whether the pool should take a batch now: the demand
@@ -377,8 +425,7 @@ func (pl *aheadPool) low(now time.Time) bool {
 	for _, b := range pl.batches {
 		held += b.held()
 	}
-	need := int64(math.Ceil(pl.demandRate()*(2*max(pl.rtt, time.Millisecond)).Seconds())) + 1
-	if held >= need || !pl.busy(now) {
+	if held >= pl.lowMark() || !pl.busy(now) {
 		return false
 	}
 	n := len(pl.batches)
@@ -388,6 +435,13 @@ func (pl *aheadPool) low(now time.Time) bool {
 	b := pl.batches[n-1]
 	paced := time.Duration(float64(b.next) / max(pl.demandRate(), 1) * float64(time.Second) / 2)
 	return now.Sub(b.got) >= paced
+}
+
+// lowMark is what the demand uses in two round trips of a batch, and
+// one: held slots below it call for the next batch (low), and a batch
+// that waited is not halved below it (batch). pl.mu is held.
+func (pl *aheadPool) lowMark() int64 {
+	return int64(math.Ceil(pl.demandRate()*(2*max(pl.rtt, time.Millisecond)).Seconds())) + 1
 }
 
 // ask asks the keeper for a batch, starting it if it is not running, and
@@ -654,8 +708,20 @@ func (pl *aheadPool) batch(t *Transport, p *providers.Provider, now time.Time) {
 		pl.holdOff = got.Add(max(rsv.RetryAfter, time.Millisecond))
 		pl.cap = max(1, k/2)
 		pl.denied = &aheadBatch{decider: rsv.Decider, limits: rsv.Limits}
+	case rsv.Wait > 0:
+		// The batch waited for its place: the limit's burst is spent,
+		// the fleet asks for more than its rate, and this process's
+		// slots come at its share of the rate whatever its batches. A
+		// smaller next batch holds less of the schedule unused (what
+		// a busy spell's end leaves held is lost to everyone), down
+		// to what two round trips of the demand use, or a quarter of
+		// a period's, whichever is more: calls stay at most four per
+		// period.
+		floor := max(pl.lowMark(), int64(pl.demandRate()*pl.period.Seconds())/4, 2)
+		pl.cap = max(min(k/2, pl.most()), floor)
+		fallthrough
 	default:
-		if pl.cap != 0 {
+		if pl.cap != 0 && rsv.Wait == 0 {
 			pl.cap *= 2
 		}
 		d := got.Sub(sent)
@@ -695,7 +761,7 @@ func (pl *aheadPool) request() quota.Request {
 // held.
 func (pl *aheadPool) lead(k int64) time.Duration {
 	lead := pl.period + pl.rtt
-	if r := max(pl.demandRate(), pl.fast-2/pl.period.Seconds()); r > 0 {
+	if r := pl.leadRate(); r > 0 {
 		var step time.Duration // the shortest place of a slot on the schedules
 		for i := 0; i < pl.key.n; i++ {
 			it := &pl.key.items[i]
@@ -712,6 +778,23 @@ func (pl *aheadPool) lead(k int64) time.Duration {
 		lead = min(lead, room)
 	}
 	return max(lead, 0)
+}
+
+// leadRate is the demand's rate that lead spaces a batch's slots by:
+// the decayed estimates, or, in a busy spell's first period, the spell's
+// own rate (its requests over their span) when that is higher. The
+// decayed counts start from nothing and read a fast start far too low
+// for a period, and a lead sized on them would give up most of a period
+// of an idle limit's burst for a batch its process uses in a few
+// milliseconds. Read too high, the lead is short and a slot may pass
+// before it is used: at most the batch, small at a spell's start. pl.mu
+// is held.
+func (pl *aheadPool) leadRate() float64 {
+	r := max(pl.demandRate(), pl.fast-2/pl.period.Seconds())
+	if span := pl.last.Sub(pl.spellAt); pl.spellN > 2 && span > 0 && span < pl.period {
+		r = max(r, float64(pl.spellN-1)/span.Seconds())
+	}
+	return r
 }
 
 // newBatch makes the batch of k slots that rsv granted, on the safe side

@@ -276,15 +276,14 @@ func (a *aheadOne) drive(t *testing.T, n int, step time.Duration) {
 }
 
 // scheduled returns how far ahead of now the limit's schedule is taken
-// (its tat), read with a request of the whole burst that may not wait:
-// refused unless the limit is idle, and then given back at once (a
-// settle at 0 of the latest reservation), its retry time is tat + 40*5ms
-// - 200ms.
-func (a *aheadOne) scheduled(t *testing.T) time.Duration {
+// (its tat), the limit being lim, vendor's "peak": read with a request
+// of the whole burst that may not wait: refused unless the limit is
+// idle, and then given back at once (a settle at 0 of the latest
+// reservation), its retry time is tat + burst × T - tolerance = tat.
+func (a *aheadOne) scheduled(t *testing.T, lim *quota.Limit) time.Duration {
 	t.Helper()
-	lim := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 200, Period: time.Second, Burst: 40}
 	ctx := context.Background()
-	r, err := a.st.MemoryStore.Reserve(ctx, &quota.Request{Tag: "vendor", Cost: 40, Items: []quota.Item{{Limit: lim, Key: "peak"}}})
+	r, err := a.st.MemoryStore.Reserve(ctx, &quota.Request{Tag: "vendor", Cost: lim.Capacity(), Items: []quota.Item{{Limit: lim, Key: "peak"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,12 +336,26 @@ func TestAheadGivesBack(t *testing.T) {
 	for _, how := range []string{"close", "idle"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			a := newAheadOne(t, aheadYAML)
-			a.drive(t, 100, 5*time.Millisecond)
+			// 200/s against 1,000/s: a batch's slots are 1ms apart on
+			// the schedule and used 5ms apart, so its lead (up to the
+			// period) holds them well ahead of now; at the limit's own
+			// rate they would lie within a few slots of now and pass
+			// before the pool is idle: nothing to give back.
+			a := newAheadOne(t, `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    on_store_error: fail_closed
+    ahead: {period: 100ms}
+    limits: [{name: peak, limit: 1000/s, burst: 400}]
+`)
+			lim := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 1000, Period: time.Second, Burst: 400}
+			a.drive(t, 100, 5*time.Millisecond) // ends halfway through a batch
 			if held := aheadSettled(t, a.tr, false); held == 0 {
 				t.Fatal("the drive left no slot held")
 			}
-			before := a.scheduled(t)
+			before := a.scheduled(t, lim)
 			t.Logf("after 100 requests the schedule is taken %v ahead", before)
 			switch how {
 			case "close":
@@ -356,7 +369,7 @@ func TestAheadGivesBack(t *testing.T) {
 				before -= 50 * time.Millisecond
 				aheadSettled(t, a.tr, true) // given back: the schedule says how much
 			}
-			after := a.scheduled(t)
+			after := a.scheduled(t, lim)
 			t.Logf("schedule taken %v ahead before, %v after", before, after)
 			if after > before-5*time.Millisecond {
 				t.Errorf("nothing given back: the schedule is %v ahead, %v before", after, before)
@@ -530,5 +543,113 @@ providers:
 	wg.Wait()
 	if n := refused.Load(); n > 0 {
 		t.Errorf("%d of 48000 requests refused against a limit far above the demand, the first: %v", n, first.Load())
+	}
+}
+
+// TestAheadBusySpellKeepsTheBurst: four processes, idle until now, start
+// at once to ask for 1.6 times a limit of 200/s burst 200 (each 80/s,
+// fail fast). Taking quota ahead must not give up the idle limit's burst
+// at the spell's start: a batch's lead that reaches past the limit's
+// schedule leaves places there that no request will use. After 1.2 s,
+// what the limit's schedule has charged is, but for a few slots, what
+// was sent plus what the pools hold (slots of theirs, spent next); the
+// rest was given up. Before slow start (a first batch whose lead was
+// sized on a demand not yet measured, up to the period), a spell gave up
+// about 60 slots (300ms) here.
+//
+// On an injected clock, each step waits until the keepers have taken the
+// batches asked for, so the run does not depend on the machine's speed.
+func TestAheadBusySpellKeepsTheBurst(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+providers:
+  vendor:
+    hosts: ["HOST"]
+    on_limit: fail
+    on_store_error: fail_closed
+    ahead: {period: 300ms}
+    limits: [{name: peak, limit: 200/s, burst: 200}]
+`
+	lim := &quota.Limit{Name: "peak", Kind: quota.GCRA, Rate: 200, Period: time.Second, Burst: 200}
+	for _, kind := range []string{"memory", "redis"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			start := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+			clock := quotatest.NewClock(start)
+			v := e2eVendor(t, throttletest.Options{Enforcer: throttletest.GCRA(200, time.Second, 200).Shared(), Clock: clock.Now})
+			var probe quota.Store = quota.NewMemoryStore(quota.MemoryOptions{Clock: clock})
+			var srv *redistest.Server
+			if kind == "redis" {
+				srv = redistest.Start(t)
+			}
+			var members []*throttle.Transport
+			for range 4 {
+				st := probe
+				if kind == "redis" {
+					rs, err := redisstore.New(srv.Client(t), redisstore.Options{Clock: clock, Timeout: 5 * time.Second})
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, probe = rs, rs
+				}
+				members = append(members, aheadMember(t, yaml, v.Host(), st, clock))
+			}
+			requests, sent := 0, 0
+			for s := 0; s < 240; s++ { // 5ms steps
+				var wg sync.WaitGroup
+				var got atomic.Int64
+				for m, tr := range members {
+					if (s+m)%5 != 0 && (s+m)%5 != 2 { // two per 25ms: 80/s
+						continue
+					}
+					requests++
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						got.Add(int64(aheadSend(t, tr, v.URL+"/v1/x", 1)))
+					}()
+				}
+				wg.Wait()
+				sent += int(got.Load())
+				for _, tr := range members {
+					aheadSettled(t, tr, false)
+				}
+				if s < 239 {
+					clock.Advance(5 * time.Millisecond)
+				}
+			}
+			var held int64
+			for _, tr := range members {
+				held += aheadSettled(t, tr, false)
+			}
+			// The schedule's end: a request of the whole burst that may
+			// not wait is refused until it (tolerance = burst × 5ms), or
+			// allowed from an idle limit (and given back).
+			ctx := context.Background()
+			r, err := probe.Reserve(ctx, &quota.Request{Tag: "vendor", Cost: 200, Items: []quota.Item{{Limit: lim, Key: "peak"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reach := clock.Now().Add(r.RetryAfter)
+			if r.Allowed {
+				_ = r.Settle(ctx, []int64{0})
+				reach = clock.Now()
+			}
+			charged := int64(reach.Sub(start) / (5 * time.Millisecond))
+			givenUp := charged - int64(sent) - held
+			served, throttled := v.Counts()
+			t.Logf("%s: %d requests, %d sent, %d served, %d throttled; %d slots held; the schedule charged %d: %d given up",
+				kind, requests, sent, served, throttled, held, charged, givenUp)
+			if throttled != 0 {
+				t.Errorf("the vendor throttled %d requests, want none", throttled)
+			}
+			if msg := gcraExceeds(v.Arrivals(), 5*time.Millisecond, time.Second); msg != "" {
+				t.Errorf("the fleet exceeded 200/s burst 200: %s", msg)
+			}
+			if givenUp > 10 {
+				t.Errorf("the spell gave up %d slots of the idle limit's burst (charged %d, sent %d, held %d), want at most 10 (50ms)",
+					givenUp, charged, sent, held)
+			}
+		})
 	}
 }

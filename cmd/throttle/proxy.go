@@ -80,7 +80,9 @@ Event streams (text/event-stream) are passed on as each event arrives.
 
 On SIGTERM or SIGINT the listeners close, and the requests in flight,
 those waiting for a slot included, finish: for at most --drain-timeout,
-after which they are cut off and the exit code is 1.
+after which they are cut off and the exit code is 1. Then the quota the
+proxy took ahead (an "ahead" period) and did not use goes back to the
+fleet, waiting for Redis at most twice --timeout (a second at least).
 ` + storeFlagsText + `
 docs/proxy.md has the details: headers, timeouts, running it next to a service.
 `,
@@ -148,7 +150,31 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if all, err = f.listenAll(root, describe(e.cfg, prefixes), p, listeners, log); err != nil {
 		return err
 	}
-	return serve(ctx, all, f.drain, stderr)
+	// Once the listeners have drained, what the transport took ahead
+	// goes back, before the Redis client closes (deferred above).
+	giveBack := func() { closeAhead(p, max(2*f.store.timeout, time.Second), log) }
+	return serve(ctx, all, f.drain, stderr, giveBack)
+}
+
+// closeAhead gives back the quota p took ahead and has not used (an
+// "ahead" period in the configuration), waiting at most bound: with Redis
+// down or far, a shutdown is not held up by it, and the slots not given
+// back expire on their own within a period and a round trip.
+func closeAhead(p io.Closer, bound time.Duration, log *slog.Logger) {
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("throttle proxy: the quota taken ahead was not given back", "error", err.Error())
+		}
+	case <-timer.C:
+		// The calls in flight end on the store's own timeout; the
+		// process exits meanwhile.
+		log.Warn("throttle proxy: the quota taken ahead was not given back in time: it expires within a period", "waited", bound.String())
+	}
 }
 
 // parseProxyFlags parses and checks the command line.
@@ -275,8 +301,9 @@ func (f *proxyFlags) listenAll(root http.Handler, what string, p *proxy.Proxy, r
 
 // serve serves every listener until ctx is done or one fails, then drains:
 // the requests in flight have drain to finish, after which they are cut
-// off and serve returns an error.
-func serve(ctx context.Context, all []served, drain time.Duration, stderr io.Writer) error {
+// off and serve returns an error. Then it calls stopped, which gives back
+// what the throttle holds, as no request can use it any more.
+func serve(ctx context.Context, all []served, drain time.Duration, stderr io.Writer, stopped func()) error {
 	failed := make(chan error, len(all))
 	for _, s := range all {
 		fmt.Fprintf(stderr, "throttle proxy: listening on http://%s, %s\n", s.ln.Addr(), s.what)
@@ -307,6 +334,7 @@ func serve(ctx context.Context, all []served, drain time.Duration, stderr io.Wri
 		}()
 	}
 	wg.Wait()
+	stopped()
 	if cut.Load() {
 		serveErr = errors.Join(serveErr, fmt.Errorf("requests still in flight after --drain-timeout %v were cut off", drain))
 	}

@@ -116,6 +116,7 @@ type Proxy struct {
 	log          *slog.Logger
 	done         func(string, int)
 	rp           *httputil.ReverseProxy
+	t            *throttle.Transport
 }
 
 // errUsage is wrapped by New's and Upstream's errors about bad options.
@@ -181,6 +182,7 @@ func New(opts Options) (*Proxy, error) {
 	if retry.cap == 0 {
 		retry.cap = max(throttle.DefaultRetryWaitMax, retry.min)
 	}
+	p.t = t
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        rewrite,
 		Transport:      dispatch{retrying: retry, once: t},
@@ -189,6 +191,16 @@ func New(opts Options) (*Proxy, error) {
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	return p, nil
+}
+
+// Close gives back the quota the proxy's Transport took ahead and has not
+// used (throttle.Transport.Close), so that the rest of the fleet gets it
+// at once instead of after a period. Call it once the proxy serves no
+// more requests; it waits for the store's calls, each bounded by the
+// store's timeout. A request after Close is still throttled, decided by
+// the store.
+func (p *Proxy) Close() error {
+	return p.t.Close()
 }
 
 // NewUpstream returns the transport that sends to vendors: http's default
