@@ -104,9 +104,9 @@ func FairHold(B int64) int64 { return max(1, B/10) }
 func FairOverHold(B int64) int64 { return max(2*FairHold(B), B/2) }
 
 // FairIdleHold is what a request over its tenant's share of cost n leaves
-// of K's burst B to the others once its tenant's lane is booked as far as
-// its max wait reaches (so that taking more could not be charged to the
-// lane): all but twice the fair hold and its cost, and never less than
+// of K's burst B to the others once its tenant's lane is booked FairSpan
+// ahead while another tenant is active (so that taking more could not be
+// charged to the lane): all but twice the fair hold and its cost, and never less than
 // FairOverHold (at most B - n). It takes only capacity that nobody else
 // is using, so it keeps a limit work-conserving without letting the
 // order in which tenants ask hand out the spare (package doc "Fair

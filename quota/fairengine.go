@@ -159,17 +159,16 @@ type fairItem struct {
 	a         int64      // the appointment a deferral books: max(now, the lane's time), now with Appointment
 	span      int64      // FairSpan, µs
 	in, appt  bool       // in-share; Appointment
-	room      bool       // over its share, with others active, and its lane could still book it within its max wait: it charges the lane
+	room      bool       // over its share, with others active, and its lane could still book it within FairSpan: it charges the lane
 	mode      fairMode   // which fixpoint runs
 	charged   bool       // the lane was charged: its mark is laneSet over prev
 	laneSet   int64
 }
 
 // initFair reads what a Fair item needs on shard s for tenant sh of a
-// request with appointment appt and max wait mw (µs), decided at now: the
-// active set's W, the lane, the standing. it is already initialised as a
-// GCRA item.
-func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, mw, now int64) {
+// request with appointment appt, decided at now: the active set's W, the
+// lane, the standing. it is already initialised as a GCRA item.
+func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, now int64) {
 	f := &fairItem{part: FairPart(sh.Key), w: sh.Weighted(), appt: appt, hz: now + it.T,
 		span: it.lim.FairSpan().Microseconds()}
 	f.setCell = s.cell(tag, fairSetKey(key), now)
@@ -191,7 +190,7 @@ func (it *item) initFair(s *shard, tag, key string, sh Share, appt bool, mw, now
 		f.dvt = it.dvt
 	case appt: // back at its appointment: at now, leaving the hold
 		f.dvt, f.hz = f.held, now
-	default: // over its share: at now, leaving FairOverHold, or FairIdleHold once its lane is booked a max wait ahead
+	default: // over its share: at now, leaving FairOverHold, or FairIdleHold once its lane is booked FairSpan ahead
 		f.room = f.W > f.w && due <= now+f.span
 		leave := min(FairOverHold(B), B-it.cost)
 		if !f.room && f.W > f.w {

@@ -330,7 +330,7 @@ func (m *MemoryStore) Reserve(ctx context.Context, req *Request) (*Reservation, 
 	for i := range req.Items {
 		items[i].init(req.Items[i].Limit, s.cell(tag, req.Items[i].Key, now), req.CostOf(i), req.Class, now)
 		if req.Items[i].Limit.Fair {
-			items[i].initFair(s, tag, req.Items[i].Key, req.Share, req.Appointment, req.MaxWaitMicros(), now)
+			items[i].initFair(s, tag, req.Items[i].Key, req.Share, req.Appointment, now)
 		}
 	}
 	if lead := req.LeadMicros(); lead > 0 {

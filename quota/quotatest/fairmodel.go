@@ -24,7 +24,7 @@ type fairView struct {
 	a       int64 // the appointment: when the lane admits the cost, at least now (now with Appointment)
 	Ti, bi  int64 // the lane (quota.FairLane)
 	in      bool  // in-share
-	room    bool  // over its share, others active, and its lane could book it within its max wait: admitted, it charges the lane
+	room    bool  // over its share, others active, and its lane could book it within the span: admitted, it charges the lane
 	key     string
 	laneKey string
 	part    string
