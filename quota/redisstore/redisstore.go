@@ -93,6 +93,9 @@ type Store struct {
 	// workers run the calls, which the store stops waiting for at the
 	// timeout; see bounded.
 	workers workers
+	// honours: the client cuts a call at the context's deadline itself,
+	// so a call may run on the caller's goroutine; see direct.
+	honours bool
 
 	// oneServer: the client is a *redis.Client, so a script may read keys
 	// of any tag; cluster: it is a *redis.ClusterClient, so a script reads
@@ -172,6 +175,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		cluster:   isType[*redis.ClusterClient](client),
 		ring:      isType[*redis.Ring](client),
 		workers:   workers{jobs: make(chan func())},
+		honours:   honoursDeadlines(client),
 		seed:      maphash.MakeSeed(),
 	}
 	var id [12]byte
