@@ -333,20 +333,28 @@ func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windo
 }
 
 // loneStack reports whether lone.lua decides req when its call holds it
-// alone: a stack of GCRA limits that do not learn, each key once, whose
-// arguments (argc, the request's count of ARGV entries) are those
-// lone.lua reads and no more: a request that carries anything else goes
-// to reserve.lua.
+// alone: a stack of GCRA limits that do not learn and calendar windows,
+// neither with classes, pace or a fair share, each key once, whose
+// arguments (argc, the request's count of ARGV entries) are those lone.lua
+// reads and no more: a request that carries anything else goes to
+// reserve.lua.
 func loneStack(req *quota.Request, argc int) bool {
 	want := 5
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if l.Kind != quota.GCRA || l.Learn || l.Reserve != nil || l.Pace || l.Fair {
+		if l.Learn || l.Reserve != nil || l.Pace || l.Fair {
 			return false // lone.lua has no learned rate, lanes, pace nor fair share
 		}
-		want += 4
-		if req.Lead > 0 {
-			want++
+		switch l.Kind {
+		case quota.GCRA:
+			want += 4
+			if req.Lead > 0 {
+				want++
+			}
+		case quota.Window:
+			want += 8
+		default:
+			return false
 		}
 		for j := range i {
 			if req.Items[j].Key == req.Items[i].Key {
