@@ -141,8 +141,10 @@ var _ quota.Store = (*Store)(nil)
 // *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
 // is required (the script reads TIME before it writes). The store hands
 // each call to a worker goroutine, which it stops waiting for at
-// Options.Timeout, and lets the call finish in the background (see the
-// package doc, "Timeouts"), whatever the client's options.
+// Options.Timeout, and lets the call finish in the background; a client
+// with ContextTimeoutEnabled runs its calls on the caller's goroutine
+// instead while Redis answers far within the timeout (see the package
+// doc, "Failure").
 //
 // New makes no call to Redis, so a process starts while Redis is down. The
 // first decision first reads the servers' maxmemory-policy (one more round
