@@ -224,7 +224,8 @@ func (s *Store) drain(l *lane) {
 }
 
 // call runs reserve.lua for batch (lone.lua for a lone stack of GCRA
-// limits in a call of its own: issue 22's lean path) and returns, for a
+// limits and calendar windows in a call of its own: issue 22's lean path)
+// and returns, for a
 // batch of one, its reply, else every reply (checked to be one per
 // decision).
 func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
