@@ -142,6 +142,10 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 //     the most any store that decides in one round trip can reach;
 //   - floor/min-gcra: mingcra.lua, the least a GCRA decision can do in a
 //     round trip (TIME, GET, SET), the most any one-limit store can reach;
+//   - floor/min-gcra-handoff: the same run on a goroutine the caller
+//     stops waiting for at a timeout: the most any one-limit store that
+//     bounds its calls on a client that ignores context deadlines (the
+//     default client) can reach;
 //   - throttle/limits=1 and throttle/limits=3: one Reserve of a stack of
 //     1 GCRA limit, and of 2 GCRA limits and a daily calendar window, on
 //     a default go-redis client (the store guards its timeout by handing
@@ -214,6 +218,16 @@ func BenchmarkCompare(b *testing.B) {
 	minimal := func(ctx context.Context) error {
 		return least.Run(ctx, client, []string{"vendor:min"}, 1, 1, 1_000_000).Err()
 	}
+	// The same, bounded by a timeout on a client that does not stop a
+	// call at the context's deadline (the default client): the call must
+	// run on a goroutine other than the caller's, which stops waiting at
+	// the deadline. This is the least such a bound costs: goroutines that
+	// stay, an unbuffered channel to them and one back, no allocation but
+	// the reply channel and the context.
+	handoff := newHandoff(b)
+	bounded := func(ctx context.Context) error {
+		return handoff.do(ctx, 2*time.Second, minimal)
+	}
 	ahead := aheadTransport(b, st)
 	aheadReq, err := http.NewRequest("GET", "https://api.vendor.test/v1/x", nil)
 	if err != nil {
@@ -229,6 +243,7 @@ func BenchmarkCompare(b *testing.B) {
 	}{
 		{"floor/noop-script", floor},
 		{"floor/min-gcra", minimal},
+		{"floor/min-gcra-handoff", bounded},
 		{"throttle/limits=1", reserve(st, one)},
 		{"throttle/limits=3", reserve(st, three)},
 		{"throttle-ctxtimeout/limits=1", reserve(ctxSt, one)},
@@ -282,6 +297,43 @@ func BenchmarkCompare(b *testing.B) {
 		names[i] = c.name
 	}
 	printRatios(os.Stdout, names)
+}
+
+// handoff runs calls on goroutines that stay, and stops waiting for one
+// at its timeout: the least a timeout guard costs when the client does
+// not stop a call itself.
+type handoff struct{ jobs chan func() }
+
+func newHandoff(b *testing.B) *handoff {
+	h := &handoff{jobs: make(chan func())}
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop) })
+	for range 64 {
+		go func() {
+			for {
+				select {
+				case f := <-h.jobs:
+					f()
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	return h
+}
+
+func (h *handoff) do(ctx context.Context, timeout time.Duration, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	h.jobs <- func() { done <- op(context.WithoutCancel(ctx)) }
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // nopBase answers every request with one shared response: the

@@ -334,7 +334,8 @@ func BenchmarkFairTenantsMemory(b *testing.B) {
 // BenchmarkLoneScript measures what one lone decision costs Redis itself
 // with lone.lua and with reserve.lua (the path it replaces), on the same
 // server, in alternating rounds: each round sends the same 1-GCRA (and
-// 2-GCRA) decision, pipelined 20 at a time so that the round trip does
+// 2-GCRA, and 2-GCRA with a daily window: bench/redisrate's 3-limit
+// stack) decision, pipelined 20 at a time so that the round trip does
 // not count, and reads redis-server's own time per call (INFO
 // commandstats, usec_per_call of EVALSHA, after CONFIG RESETSTAT). It
 // reports the medians over the rounds.
@@ -349,10 +350,14 @@ func BenchmarkLoneScript(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, name := range []string{"limits=1", "limits=2"} {
+	for _, name := range []string{"limits=1", "limits=2", "limits=3"} {
 		req := stack("vendor", gcra("peak", 1_000_000, time.Second, 0))
-		if name == "limits=2" {
+		switch name {
+		case "limits=2":
 			req = stack("vendor", gcra("peak", 1_000_000, time.Second, 0), gcra("minute", 60_000_000, time.Minute, 0))
+		case "limits=3":
+			req = stack("vendor", gcra("peak", 1_000_000, time.Second, 0), gcra("minute", 60_000_000, time.Minute, 0),
+				window("daily", 1<<40, quota.Day, nil))
 		}
 		keys, x := st.extraKeys(&req, st.keys(&req))
 		c, _ := st.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x, nil)

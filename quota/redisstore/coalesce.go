@@ -164,8 +164,10 @@ func (s *Store) unqueue(l *lane, p *pending) bool {
 	return false
 }
 
-// next hands lane l on after a call: to a goroutine that sends what was
-// queued meanwhile, or to the next caller.
+// next hands lane l on after a call: to a worker that sends what was
+// queued meanwhile (one whose stack has grown through go-redis already,
+// as a new goroutine's would again on every spell of drain), or to the
+// next caller.
 func (s *Store) next(l *lane) {
 	l.mu.Lock()
 	if len(l.queue) == 0 {
@@ -174,7 +176,7 @@ func (s *Store) next(l *lane) {
 		return
 	}
 	l.mu.Unlock()
-	go s.drain(l)
+	s.workers.do(func() { s.drain(l) })
 }
 
 // drain sends l's queue, a tag at a time and up to maxBatch decisions per
@@ -222,7 +224,8 @@ func (s *Store) drain(l *lane) {
 }
 
 // call runs reserve.lua for batch (lone.lua for a lone stack of GCRA
-// limits in a call of its own: issue 22's lean path) and returns, for a
+// limits and calendar windows in a call of its own: issue 22's lean path)
+// and returns, for a
 // batch of one, its reply, else every reply (checked to be one per
 // decision).
 func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {

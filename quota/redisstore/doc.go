@@ -7,10 +7,11 @@
 // The script (reserve.lua, embedded) is package quota's decision algorithm
 // step for step; its header explains the numbers. A decision that goes
 // alone (no call of its tag in flight, see "Coalescing") on a stack of
-// GCRA limits that do not learn runs lone.lua instead: the same arguments,
-// replies and writes, with each key read and written once and no table
-// but the reply (the lean path of issue 22; TestLoneAgreesWithReserve
-// holds the two to each other). The store's clock is the
+// GCRA limits that do not learn and calendar windows (neither with
+// classes, pace or a fair share) runs lone.lua instead: the same
+// arguments, replies and writes, with each key read and written once and
+// no table but the reply and a window's figures (the lean path of issue
+// 22; TestLoneAgreesWithReserve holds the two to each other). The store's clock is the
 // Redis server's TIME, never the caller's, so machines that disagree on the
 // time still agree on the quota. Calendar windows are placed by Go (Lua has
 // no time zones), which hands the script the window boundaries around its
@@ -157,16 +158,25 @@
 //     errors, a Lua error) or a malformed reply. Other requests are
 //     unaffected.
 //
-// Whatever the client's options, the store runs each call on one of its
-// worker goroutines, stops waiting at the deadline and lets the abandoned
-// call finish in the background, within 4 timeouts more (at least a
-// second), so that a hung Redis never holds a caller longer than Timeout
-// and a slow call keeps its connection: go-redis with
-// ContextTimeoutEnabled drops a connection whose call its deadline cut,
-// and a new one costs about 4 round trips, which a far Redis could never
-// fit in the timeout again. The workers stay while calls come and exit
-// after a second idle; the handoff to them costs a call some
-// microseconds.
+// A call runs on one of the store's worker goroutines: the store stops
+// waiting at the deadline and lets the abandoned call finish in the
+// background, within 4 timeouts more (at least a second), so that a hung
+// Redis never holds a caller longer than Timeout and a slow call keeps
+// its connection: go-redis with ContextTimeoutEnabled drops a connection
+// whose call its deadline cut, and a new one costs about 4 round trips,
+// which a far Redis could never fit in the timeout again. The workers
+// stay while calls come and exit after a second idle; the handoff to them
+// and back costs a call two goroutine wake-ups. One case skips it: a
+// client that stops a call at the context's deadline itself
+// (ContextTimeoutEnabled, with socket deadlines: ReadTimeout and
+// WriteTimeout not -2; a *redis.Client, ClusterClient or Ring), while the
+// recent calls' round trip, with a half more for margin, is under an
+// eighth of the call's time left: then the call runs on the caller's
+// goroutine, with the same bound. A call that deadline cuts has run eight
+// round trips, a hung Redis rather than a far one; it raises the measured
+// round trip to what it ran, and the calls after it go to the workers
+// until calls that succeed bring the mean back down. The first calls of a
+// store, with nothing measured yet, go to the workers.
 //
 // A call that timed out may still have reached Redis: a hung or stopped
 // server runs it when it resumes, and a reservation that nobody uses is

@@ -47,26 +47,39 @@ func byDeadline(ctx context.Context, err error) error {
 
 // bounded runs c with the store's timeout: the one timeout guard of every
 // call the store makes, decisions (run) and operators' reads (inspect.go)
-// alike. c runs on one of the store's workers; the store stops waiting at
+// alike. It runs c on the caller's goroutine when the client stops a call
+// at the context's deadline itself and the store's Redis is near (direct);
+// otherwise on one of the store's workers, and the store stops waiting at
 // the timeout (or when ctx ends) and lets c finish in the background, a
 // reply that raced the deadline still counting.
 //
-// c's own context keeps ctx's values but ends only callTimeout after the
-// timeout, whatever the client: the store gives up on a call, the call
-// need not give up on its connection. A client that honours context
-// deadlines on its sockets (ContextTimeoutEnabled) drops a connection
-// whose call the deadline cut, and the next call paid a new one (dial,
-// HELLO, CLIENT SETINFO, then the call: about 4 round trips); with a
-// round trip of more than a quarter of the timeout, every call then
+// On a worker, c's own context keeps ctx's values but ends only
+// callTimeout after the timeout, whatever the client: the store gives up
+// on a call, the call need not give up on its connection. A client that
+// honours context deadlines on its sockets (ContextTimeoutEnabled) drops
+// a connection whose call the deadline cut, and the next call paid a new
+// one (dial, HELLO, CLIENT SETINFO, then the call: about 4 round trips);
+// with a round trip of more than a quarter of the timeout, every call then
 // timed out and dropped its connection again, and no decision ever
 // succeeded. Finished in the background, the call leaves its connection
-// in the pool for the next.
+// in the pool for the next. A direct call is cut at the deadline and may
+// drop its connection, which is why it is taken only while the deadline
+// is many round trips away: a call it cuts is a hung Redis, not a far one,
+// and a cut turns the direct path off until calls are quick again (cut).
 func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := ctx.Err(); err != nil { // a call nobody waits for would charge
 		var zero T
 		return zero, err
+	}
+	if deadline, _ := ctx.Deadline(); s.direct(deadline) {
+		begin := time.Now()
+		v, err := c.do(ctx)
+		if err != nil && ended(ctx) != nil { // the socket's deadline may fire first
+			s.cut(time.Since(begin))
+		}
+		return v, byDeadline(ctx, err)
 	}
 	type result struct {
 		v   T
@@ -91,6 +104,65 @@ func bounded[T any, C call[T]](ctx context.Context, s *Store, c C) (T, error) {
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// directMargin is how many call budgets (see budget) a call's time left
+// must hold for it to run directly on the caller's goroutine.
+const directMargin = 8
+
+// direct reports whether a call that must end by deadline runs directly on
+// the caller's goroutine, sparing the handoff to a worker and back (two
+// goroutine wake-ups, tens of µs on a busy VM at one caller): only with a
+// client that cuts a call at the context's deadline itself (honours), and
+// only while the recent calls' budget is below a directMargin-th of the
+// time left. Then a call the deadline cuts has run directMargin budgets, a
+// Redis that hangs rather than one that is far, and the connection the cut
+// may drop costs nothing a hung Redis does not cost anyway. With no call
+// measured yet (roundTrip 0: the first calls, or a store whose calls all
+// failed) calls go to the workers, which measure it.
+func (s *Store) direct(deadline time.Time) bool {
+	if !s.honours {
+		return false
+	}
+	budget := s.budget()
+	return budget > 0 && time.Until(deadline) > directMargin*budget
+}
+
+// cut records a direct call that a deadline (or the caller) ended after d:
+// the recent round trip is taken to be at least d, so that the next calls
+// go to the workers (d is at least directMargin budgets when a deadline
+// cut it) until calls that succeed bring the mean back down.
+func (s *Store) cut(d time.Duration) {
+	for {
+		old := s.roundTrip.Load()
+		if int64(d) <= old || s.roundTrip.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// honoursDeadlines reports whether client bounds its socket reads and
+// writes by the context's deadline: go-redis does only with
+// ContextTimeoutEnabled, and only while it sets deadlines at all (a
+// ReadTimeout or WriteTimeout of -2 sets none: kept as -1 in a Client's
+// Options, as -2 in a ClusterClient's or a Ring's). Any other client type
+// is run on the workers.
+func honoursDeadlines(client redis.UniversalClient) bool {
+	honours := func(enabled bool, read, write time.Duration) bool {
+		return enabled && read >= 0 && write >= 0
+	}
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	case *redis.ClusterClient:
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	case *redis.Ring:
+		o := c.Options()
+		return honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	}
+	return false
 }
 
 // callTimeout is how much longer than the timeout a call may run in the

@@ -1,44 +1,115 @@
 --[[
 lone.lua decides one request whose stack holds only GCRA limits (with or
-without a lead, never learning), with the same arguments and the same
-reply as reserve.lua for a call of that one request, and the same
-decision: issue 22's lean path for a decision that goes alone (no call
-of its tag in flight), which is most decisions of a process that is not
-busy. reserve.lua makes a table per item, the call's view of the keys and
-its batch machinery for every call, about 25 µs of Redis time for a lone
-1-GCRA decision against 12 µs for the least a GCRA decision can do
-(bench/redisrate's floor/min-gcra); this script reads each key once,
-writes it once, and keeps what it must remember in the reply it returns:
-no table but the reply and the pauses' MGET.
+without a lead, never learning) and calendar windows (without classes or
+pacing), with the same arguments and the same reply as reserve.lua for a
+call of that one request, and the same decision and writes: issue 22's
+lean path for a decision that goes alone (no call of its tag in flight),
+which is most decisions of a process that is not busy. reserve.lua makes
+a table per item, the call's view of the keys and its batch machinery for
+every call; this script reads each key once, writes it once, and keeps
+what it must remember in the reply it returns: no table but the reply,
+the pauses' MGET, and per window item its starts and counts.
 
-The decision is package quota's for GCRA limits: with every limit a
-GCRA, each earliest time (tat + cost*T - DVT, tat drained by a pause) is
-a constant, so the fixpoint is their maximum with now and the pause's
-end, reached in one pass (the decider is the first limit in stack order
-that moved t, as in reserve.lua's rounds). TestLoneAgreesWithReserve
-holds the two scripts to the same replies and writes, and the
-conformance and differential suites run through it (the store sends a
-lone GCRA stack here).
+The decision is package quota's, as reserve.lua's rounds make it (its
+slotTime): each GCRA limit's earliest time (tat + cost*T - DVT, tat
+drained by a pause) is a constant; a window moves t to the start of its
+next window while the window holding t has no room, up to its horizon
+(the window of now and the two after it, capped at B4); the rounds run
+until no item moves t, at most 16, the decider the last item that moved
+it. A window's first charge (its count was 0) drops the windows that have
+ended and sets the key's expiry, as reserve.lua's cleanWindows does.
+TestLoneAgreesWithReserve holds the two scripts to the same replies and
+writes, and the conformance and differential suites run through it (the
+store sends a lone stack of these kinds here).
 
 KEYS  its n item keys, then its np pause keys
 ARGV  1 now (µs) or "" for TIME; 2 TTL slack (ms); 3 m (always 1); then
       reserve.lua's entries of one request: its count of ARGV entries,
       max wait (µs), n, np, nl (always 0), then per item
         "g", cost, T (µs), DVT (µs)             a GCRA limit, or
-        "a", cost, T, DVT, lead (µs)            one charged with a lead
+        "a", cost, T, DVT, lead (µs)            one charged with a lead, or
+        "w", cost, rate, B0, B1, B2, B3, B4     a calendar window
 Reply an array of one reply, reserve.lua's: allowed, now, t, decider,
       then per item remaining, reset after, mark, prev; or an array of
-      one error (a key holding another type).
+      one error (a key holding another type, or the server's now outside
+      a window's B0 .. B4).
 ]]
 
 -- now, slack, ttl and drain come from prelude.lua.
 
 local maxwait, n, np = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
--- decide fills reply: the first pass reads each key (its stored tat kept
--- in the reply's prev slot meanwhile) and finds t and the decider; the
--- second charges and writes the figures. An item's arguments start at
--- ARGV[a], every item's at 9 + 4 per item before it, + 1 per lead.
+-- window reads window item i's key k, whose arguments start at ARGV[a]
+-- ("w"): its starts b (0-based), the window j holding now, its horizon hz
+-- and the counts of windows j .. hz - 1 (reserve.lua's parseWindow).
+local function window(k, a)
+  local b = {}
+  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
+  local j
+  for w = 0, 3 do
+    if b[w] <= now and now < b[w + 1] then j = w break end
+  end
+  if j == nil then
+    error(redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
+      ' is outside the windows the client computed: client clock off by more than a window'))
+  end
+  local hz = math.min(j + 3, 4)
+  local v = redis.call('HMGET', k, unpack(ARGV, a + 3 + j, a + 2 + hz))
+  local c = {}
+  for w = j, hz - 1 do c[w] = tonumber(v[w - j + 1]) or 0 end
+  return {b = b, j = j, hz = hz, cnt = c, at = a + 3, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2])}
+end
+
+-- clean does what a window's first charge asks, for the window key k of
+-- item x whose charged window ends at last: drop the windows that have
+-- ended and expire the key at the end of the latest window it still
+-- counts, only ever lengthening the TTL when a field is none of the five
+-- starts (reserve.lua's cleanWindows).
+local function clean(k, x, last)
+  local b, j, at = x.b, x.j, x.at
+  local latest, unknown, stale = last, false, {}
+  local h = redis.call('HGETALL', k)
+  for f = 1, #h, 2 do
+    local s = tonumber(h[f])
+    if s == nil or s < b[j] then
+      stale[#stale + 1] = h[f]
+    else
+      local known = false
+      for kk = j, 3 do
+        if h[f] == ARGV[at + kk] then
+          known = true
+          if b[kk + 1] > latest then latest = b[kk + 1] end
+          break
+        end
+      end
+      if not known then unknown = true end
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
+  local px = ttl(latest - now)
+  if unknown then
+    local cur = redis.call('PTTL', k)
+    if cur > px then px = cur end
+  end
+  redis.call('PEXPIRE', k, px)
+end
+
+-- slot returns the window of window item x that holds t, or nil past its
+-- horizon.
+local function slot(x, t)
+  local b = x.b
+  for k = x.j, x.hz - 1 do
+    if t < b[k + 1] then return k end
+  end
+  return nil
+end
+
+-- decide fills reply. The first pass reads each key: a GCRA item's stored
+-- tat goes to the reply's prev slot and its earliest time to its
+-- remaining slot meanwhile; a window item's figures to wins[i]. The rounds
+-- find t and the decider; the second pass charges and writes the figures.
+-- An item's arguments start at ARGV[a], every item's at 9 + 4 per GCRA
+-- item before it, + 1 per lead, + 8 per window.
 local function decide(reply)
   local paused = 0
   if np > 0 then
@@ -48,44 +119,93 @@ local function decide(reply)
       if u and u > paused then paused = u end
     end
   end
-  local t, decider = now, -1
-  if paused > t then t, decider = paused, -2 end
+  local wins
   local a = 9
   for i = 1, n do
-    local stored = tonumber(redis.call('GET', KEYS[i])) or 0
-    local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local tat = math.max(stored, now)
-    if ARGV[a] == 'a' then
-      tat = math.max(stored, now + tonumber(ARGV[a + 4]))
-      a = a + 1
+    if ARGV[a] == 'w' then
+      if wins == nil then wins = {} end
+      wins[i] = window(KEYS[i], a)
+      a = a + 8
+    else
+      local stored = tonumber(redis.call('GET', KEYS[i])) or 0
+      local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      local tat = math.max(stored, now)
+      if ARGV[a] == 'a' then
+        tat = math.max(stored, now + tonumber(ARGV[a + 4]))
+        a = a + 1
+      end
+      if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
+      reply[1 + 4 * i], reply[4 + 4 * i] = tat + cost * T - dvt, stored
+      a = a + 4
     end
-    if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
-    local e = tat + cost * T - dvt
-    if e > t then t, decider = e, i - 1 end
-    reply[4 + 4 * i] = stored
-    a = a + 4
   end
-  local allowed = t - now <= maxwait
+  local t, decider = now, -1
+  if paused > t then t, decider = paused, -2 end
+  local ok = false
+  if wins == nil then -- GCRA limits alone: their times are constants, one round
+    for i = 1, n do
+      local e = reply[1 + 4 * i]
+      if e > t then t, decider = e, i - 1 end
+    end
+    ok = true
+  else
+    for _ = 1, 16 do
+      local moved, beyond = false, false
+      for i = 1, n do
+        local x, e = wins[i], t
+        if x == nil then
+          e = reply[1 + 4 * i]
+        else
+          local k = slot(x, t)
+          if k == nil then
+            beyond = true
+          elseif x.cnt[k] + x.cost > x.rate then
+            e = x.b[k + 1]
+            beyond = e >= x.b[x.hz]
+          end
+        end
+        if e > t then t, decider, moved = e, i - 1, true end
+        if beyond then break end
+      end
+      if beyond then break end
+      if not moved then ok = true break end
+    end
+  end
+  local allowed = ok and t - now <= maxwait
   reply[1], reply[2], reply[3], reply[4] = allowed and 1 or 0, now, t, decider
   a = 9
   for i = 1, n do
     local r = 4 * i
-    local stored = reply[r + 4]
-    local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local tat = math.max(stored, now)
-    if ARGV[a] == 'a' then
-      tat = math.max(stored, now + tonumber(ARGV[a + 4]))
-      a = a + 1
-    end
-    if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
-    a = a + 4
-    local rem, reset, mark, prev
-    if allowed then
-      local set = math.max(tat, t) + cost * T
-      redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
-      rem, reset, mark, prev = math.floor((dvt - (set - t)) / T), set - now, set, stored
+    local rem, reset, mark, prev = 0, 0, 0, 0
+    local x = wins and wins[i]
+    if x then
+      local b, k = x.b, x.j
+      if allowed then
+        k = slot(x, t)
+        redis.call('HINCRBY', KEYS[i], ARGV[x.at + k], x.cost)
+        mark = b[k]
+        if x.cnt[k] == 0 then clean(KEYS[i], x, b[k + 1]) end
+        x.cnt[k] = x.cnt[k] + x.cost
+      end
+      rem, reset = x.rate - x.cnt[k], b[k + 1] - now
+      a = a + 8
     else
-      rem, reset, mark, prev = math.floor((dvt - (tat - now)) / T), tat - now, 0, 0
+      local stored = reply[r + 4]
+      local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      local tat = math.max(stored, now)
+      if ARGV[a] == 'a' then
+        tat = math.max(stored, now + tonumber(ARGV[a + 4]))
+        a = a + 1
+      end
+      if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
+      a = a + 4
+      if allowed then
+        local set = math.max(tat, t) + cost * T
+        redis.call('SET', KEYS[i], set, 'PX', ttl(set - now))
+        rem, reset, mark, prev = math.floor((dvt - (set - t)) / T), set - now, set, stored
+      else
+        rem, reset = math.floor((dvt - (tat - now)) / T), tat - now
+      end
     end
     if rem < 0 then rem = 0 end
     if reset < 0 then reset = 0 end

@@ -16,12 +16,15 @@ import (
 )
 
 // TestLoneAgreesWithReserve: lone.lua, the lean path of a lone stack of
-// GCRA limits, gives the replies reserve.lua gives and leaves the keys as
-// it leaves them, over random sequences of stacks of one to three GCRA
-// limits (bursts of 1 and more, intervals that do not divide evenly),
-// costs of their own, waits, leads, pauses and clock steps: each request
-// is sent to one store through lone.lua and to another (its own prefix,
-// on the same server and clock) through reserve.lua.
+// GCRA limits and calendar windows, gives the replies reserve.lua gives
+// and leaves the keys as it leaves them, over random sequences of stacks
+// of one to three limits (GCRA bursts of 1 and more, intervals that do
+// not divide evenly, hour and day windows small enough to fill, so that a
+// decision moves to a later window, charges it and cleans the key on a
+// window's first charge), costs of their own, waits up to hours, leads,
+// pauses and clock steps across windows: each request is sent to one
+// store through lone.lua and to another (its own prefix, on the same
+// server and clock) through reserve.lua.
 func TestLoneAgreesWithReserve(t *testing.T) {
 	t.Parallel()
 	client := redistest.Start(t).Client(t)
@@ -31,6 +34,7 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 	lims := []*quota.Limit{
 		gcra("peak", 10, time.Second, 0), gcra("one", 1, time.Second, 1), gcra("thirds", 3, 10*time.Second, 2),
 		gcra("minute", 30, time.Minute, 5),
+		window("hourly", 12, quota.Hour, nil), window("daily", 40, quota.Day, time.FixedZone("east", 5*3600)),
 	}
 	rng := rand.New(rand.NewPCG(22, 0))
 	for step := range 600 {
@@ -47,6 +51,9 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 		}
 		req.Cost = 1 + rng.Int64N(min(capacity, 2))
 		req.MaxWait = time.Duration(rng.Int64N(3)) * time.Second
+		if rng.IntN(6) == 0 {
+			req.MaxWait = 3 * time.Hour // a later window may admit it
+		}
 		if rng.IntN(4) == 0 {
 			req.Lead = time.Duration(rng.Int64N(2_000_000)) * time.Microsecond
 		}
@@ -60,6 +67,8 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 			}
 		case 1:
 			clock.Advance(time.Duration(rng.Int64N(3000)) * time.Millisecond)
+		case 2:
+			clock.Advance(time.Duration(rng.Int64N(90)) * time.Minute) // into later windows
 		}
 		clock.Advance(time.Duration(rng.Int64N(200)) * time.Millisecond)
 		got, want := loneReply(t, a, &req, true), loneReply(t, b, &req, false)
@@ -69,13 +78,31 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 		}
 		for _, it := range req.Items {
 			ka, kb := a.Key("lone", it.Key), b.Key("lone", it.Key)
-			va, _ := client.Get(ctx, ka).Int64()
-			vb, _ := client.Get(ctx, kb).Int64()
+			va, vb := keyValue(t, client, ka), keyValue(t, client, kb)
 			ta, tb := client.PTTL(ctx, ka).Val(), client.PTTL(ctx, kb).Val()
 			if va != vb || (ta < 0) != (tb < 0) || max(ta-tb, tb-ta) > time.Second {
-				t.Fatalf("%s: %s holds %d (TTL %v) after lone.lua, %d (TTL %v) after reserve.lua", where, it.Key, va, ta, vb, tb)
+				t.Fatalf("%s: %s holds %s (TTL %v) after lone.lua, %s (TTL %v) after reserve.lua", where, it.Key, va, ta, vb, tb)
 			}
 		}
+	}
+}
+
+// keyValue returns what key k holds, a GCRA key's value or a window key's
+// fields and counts, as a string to compare.
+func keyValue(t *testing.T, client *redis.Client, k string) string {
+	t.Helper()
+	ctx := context.Background()
+	switch typ := client.Type(ctx, k).Val(); typ {
+	case "hash":
+		h, err := client.HGetAll(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(h) // fmt sorts a map's keys
+	case "none":
+		return "none"
+	default:
+		return typ + " " + client.Get(ctx, k).Val()
 	}
 }
 
@@ -87,7 +114,7 @@ func loneReply(t *testing.T, st *Store, req *quota.Request, lone bool) any {
 	keys, x := st.extraKeys(req, st.keys(req))
 	c, _ := st.reserveArgs(req, len(keys)-n-x.keys, x, nil)
 	if !c.lone {
-		t.Fatalf("a stack of GCRA limits is not lone.lua's: %+v", req)
+		t.Fatalf("a stack of GCRA limits and windows is not lone.lua's: %+v", req)
 	}
 	v, err := st.call(context.Background(), []*pending{{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args, lone: lone}})
 	if err != nil {
@@ -113,7 +140,10 @@ func TestLoneStack(t *testing.T) {
 		{stack("x", peak), true},
 		{stack("x", peak, minute), true},
 		{quota.Request{Tag: "x", Lead: time.Second, Items: []quota.Item{{Limit: peak, Key: "peak"}}}, true},
-		{stack("x", peak, window("daily", 10, quota.Day, nil)), false},
+		{stack("x", peak, window("daily", 10, quota.Day, nil)), true},
+		{stack("x", peak, minute, window("daily", 10, quota.Day, nil)), true},
+		{quota.Request{Tag: "x", Lead: time.Second, Items: []quota.Item{{Limit: peak, Key: "peak"}, {Limit: window("daily", 10, quota.Day, nil), Key: "daily"}}}, true},
+		{stack("x", peak, &quota.Limit{Name: "r", Kind: quota.Rolling, Rate: 10, Period: time.Minute}), false},
 		{stack("x", learning), false},
 		{quota.Request{Tag: "x", Items: []quota.Item{{Limit: peak, Key: "k"}, {Limit: minute, Key: "k"}}}, false},
 		{stack("x", &quota.Limit{Name: "c", Kind: quota.Concurrency, Rate: 2, Period: time.Minute}), false},

@@ -93,6 +93,9 @@ type Store struct {
 	// workers run the calls, which the store stops waiting for at the
 	// timeout; see bounded.
 	workers workers
+	// honours: the client cuts a call at the context's deadline itself,
+	// so a call may run on the caller's goroutine; see direct.
+	honours bool
 
 	// oneServer: the client is a *redis.Client, so a script may read keys
 	// of any tag; cluster: it is a *redis.ClusterClient, so a script reads
@@ -138,8 +141,10 @@ var _ quota.Store = (*Store)(nil)
 // *redis.ClusterClient, a failover client or a *redis.Ring. Redis 7 or later
 // is required (the script reads TIME before it writes). The store hands
 // each call to a worker goroutine, which it stops waiting for at
-// Options.Timeout, and lets the call finish in the background (see the
-// package doc, "Timeouts"), whatever the client's options.
+// Options.Timeout, and lets the call finish in the background; a client
+// with ContextTimeoutEnabled runs its calls on the caller's goroutine
+// instead while Redis answers far within the timeout (see the package
+// doc, "Failure").
 //
 // New makes no call to Redis, so a process starts while Redis is down. The
 // first decision first reads the servers' maxmemory-policy (one more round
@@ -172,6 +177,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		cluster:   isType[*redis.ClusterClient](client),
 		ring:      isType[*redis.Ring](client),
 		workers:   workers{jobs: make(chan func())},
+		honours:   honoursDeadlines(client),
 		seed:      maphash.MakeSeed(),
 	}
 	var id [12]byte
@@ -329,20 +335,28 @@ func (s *Store) reserveArgs(req *quota.Request, np int, x extra, bounds []*windo
 }
 
 // loneStack reports whether lone.lua decides req when its call holds it
-// alone: a stack of GCRA limits that do not learn, each key once, whose
-// arguments (argc, the request's count of ARGV entries) are those
-// lone.lua reads and no more: a request that carries anything else goes
-// to reserve.lua.
+// alone: a stack of GCRA limits that do not learn and calendar windows,
+// neither with classes, pace or a fair share, each key once, whose
+// arguments (argc, the request's count of ARGV entries) are those lone.lua
+// reads and no more: a request that carries anything else goes to
+// reserve.lua.
 func loneStack(req *quota.Request, argc int) bool {
 	want := 5
 	for i := range req.Items {
 		l := req.Items[i].Limit
-		if l.Kind != quota.GCRA || l.Learn || l.Reserve != nil || l.Pace || l.Fair {
+		if l.Learn || l.Reserve != nil || l.Pace || l.Fair {
 			return false // lone.lua has no learned rate, lanes, pace nor fair share
 		}
-		want += 4
-		if req.Lead > 0 {
-			want++
+		switch l.Kind {
+		case quota.GCRA:
+			want += 4
+			if req.Lead > 0 {
+				want++
+			}
+		case quota.Window:
+			want += 8
+		default:
+			return false
 		}
 		for j := range i {
 			if req.Items[j].Key == req.Items[i].Key {
