@@ -705,13 +705,14 @@ func warmUp(spec *workerSpec, rdb *redis.Client, httpBase *http.Transport, st *r
 	defer cancel()
 	if st != nil {
 		// Two decisions, so that Redis has both decision scripts: a lone
-		// GCRA limit is lone.lua's, the same one with a window beside it
-		// reserve.lua's. A script first sent during the run would count
+		// GCRA limit is lone.lua's, the same one with a rolling window
+		// beside it reserve.lua's (lone.lua takes GCRA and calendar
+		// windows only). A script first sent during the run would count
 		// twice (EVALSHA refused, then EVAL).
 		l := &quota.Limit{Name: "warmup", Kind: quota.GCRA, Rate: 1000, Period: time.Second}
-		w := &quota.Limit{Name: "warmup-day", Kind: quota.Window, Rate: 1000, Calendar: quota.Calendar{Unit: quota.Day}}
+		w := &quota.Limit{Name: "warmup-rolling", Kind: quota.Rolling, Rate: 1000, Period: time.Minute}
 		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}}})
-		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}, {Limit: w, Key: "warmup-day"}}})
+		_, _ = st.Reserve(ctx, &quota.Request{Tag: "warmup", Items: []quota.Item{{Limit: l, Key: "warmup"}, {Limit: w, Key: "warmup-rolling"}}})
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < spec.Goroutines; g++ {
