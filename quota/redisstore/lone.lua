@@ -17,7 +17,8 @@ next window while the window holding t has no room, up to its horizon
 (the window of now and the two after it, capped at B4); the rounds run
 until no item moves t, at most 16, the decider the last item that moved
 it. A window's first charge (its count was 0) drops the windows that have
-ended and sets the key's expiry, as reserve.lua's cleanWindows does.
+ended and sets the key's expiry (windows.lua's cleanWindows, as in
+reserve.lua).
 TestLoneAgreesWithReserve holds the two scripts to the same replies and
 writes, and the conformance and differential suites run through it (the
 store sends a lone stack of these kinds here).
@@ -35,63 +36,21 @@ Reply an array of one reply, reserve.lua's: allowed, now, t, decider,
       a window's B0 .. B4).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua.
+-- now, slack, ttl and drain come from prelude.lua; windowStarts and
+-- cleanWindows from windows.lua.
 
 local maxwait, n, np = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- window reads window item i's key k, whose arguments start at ARGV[a]
 -- ("w"): its starts b (0-based), the window j holding now, its horizon hz
--- and the counts of windows j .. hz - 1 (reserve.lua's parseWindow).
+-- (windowStarts, windows.lua) and the counts of windows j .. hz - 1.
 local function window(k, a)
-  local b = {}
-  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
-  local j
-  for w = 0, 3 do
-    if b[w] <= now and now < b[w + 1] then j = w break end
-  end
-  if j == nil then
-    error(redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
-      ' is outside the windows the client computed: client clock off by more than a window'))
-  end
-  local hz = math.min(j + 3, 4)
+  local b, j, hz = windowStarts(a)
+  if b == nil then error(j) end
   local v = redis.call('HMGET', k, unpack(ARGV, a + 3 + j, a + 2 + hz))
   local c = {}
   for w = j, hz - 1 do c[w] = tonumber(v[w - j + 1]) or 0 end
   return {b = b, j = j, hz = hz, cnt = c, at = a + 3, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2])}
-end
-
--- clean does what a window's first charge asks, for the window key k of
--- item x whose charged window ends at last: drop the windows that have
--- ended and expire the key at the end of the latest window it still
--- counts, only ever lengthening the TTL when a field is none of the five
--- starts (reserve.lua's cleanWindows).
-local function clean(k, x, last)
-  local b, j, at = x.b, x.j, x.at
-  local latest, unknown, stale = last, false, {}
-  local h = redis.call('HGETALL', k)
-  for f = 1, #h, 2 do
-    local s = tonumber(h[f])
-    if s == nil or s < b[j] then
-      stale[#stale + 1] = h[f]
-    else
-      local known = false
-      for kk = j, 3 do
-        if h[f] == ARGV[at + kk] then
-          known = true
-          if b[kk + 1] > latest then latest = b[kk + 1] end
-          break
-        end
-      end
-      if not known then unknown = true end
-    end
-  end
-  if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
-  local px = ttl(latest - now)
-  if unknown then
-    local cur = redis.call('PTTL', k)
-    if cur > px then px = cur end
-  end
-  redis.call('PEXPIRE', k, px)
 end
 
 -- slot returns the window of window item x that holds t, or nil past its
@@ -184,7 +143,7 @@ local function decide(reply)
         k = slot(x, t)
         redis.call('HINCRBY', KEYS[i], ARGV[x.at + k], x.cost)
         mark = b[k]
-        if x.cnt[k] == 0 then clean(KEYS[i], x, b[k + 1]) end
+        if x.cnt[k] == 0 then cleanWindows(KEYS[i], b, x.j, x.at, b[k + 1]) end
         x.cnt[k] = x.cnt[k] + x.cost
       end
       rem, reset = x.rate - x.cnt[k], b[k + 1] - now

@@ -32,18 +32,22 @@ var (
 	afterLua string
 	//go:embed lone.lua
 	loneLua string
+	//go:embed windows.lua
+	windowsLua string
 
-	reserveScript = newScript(reserveLua)
+	reserveScript = newScript(windowsLua, reserveLua)
 	cancelScript  = newScript(cancelLua)
 	pauseScript   = newScript(pauseLua)
 	afterScript   = newScript(afterLua)
-	loneScript    = newScript(loneLua)
+	loneScript    = newScript(windowsLua, loneLua)
 )
 
-// newScript returns the script of src with prelude.lua in front: the now,
-// TTL and drain every script shares, written once.
-func newScript(src string) *redis.Script {
-	return redis.NewScript(preludeLua + "\n" + src)
+// newScript returns the script of parts, in order, with prelude.lua in
+// front: the now, TTL and drain every script shares, written once (and
+// windows.lua, what the two decision scripts share of calendar windows,
+// is a part of those two).
+func newScript(parts ...string) *redis.Script {
+	return redis.NewScript(preludeLua + "\n" + strings.Join(parts, "\n"))
 }
 
 const (

@@ -292,7 +292,8 @@ Reply per request, either an error (the server's now is outside B0..B4,
       at once).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua.
+-- now, slack, ttl and drain come from prelude.lua; windowStarts and
+-- cleanWindows from windows.lua.
 local peek = ARGV[2] == 'peek'
 local m = tonumber(ARGV[3])
 
@@ -396,17 +397,8 @@ end
 -- view; or nil and an error reply when the server's now is outside the
 -- windows the client computed.
 local function parseWindow(k, a)
-  local b = {}
-  for w = 0, 4 do b[w] = tonumber(ARGV[a + 3 + w]) end
-  local j
-  for w = 0, 3 do
-    if b[w] <= now and now < b[w + 1] then j = w break end
-  end
-  if j == nil then
-    return nil, redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
-      ' is outside the windows the client computed: client clock off by more than a window')
-  end
-  local hz = math.min(j + 3, 4)
+  local b, j, hz = windowStarts(a)
+  if b == nil then return nil, j end
   -- Only the windows the decision can charge, j .. horizon - 1: the
   -- others matter only to the first charge of a window (flush).
   if wval == nil then wval, winc, worder, wclean = {}, {}, {}, {} end
@@ -1289,40 +1281,6 @@ local function decide(kb, ab)
   return reply
 end
 
--- cleanWindows does what the first charge of a window of key k, cl (see
--- wclean), asks: drop the windows that have ended and expire the key at
--- the end of the latest window it still counts. A field that is none of
--- the five starts (the calendar changed) ends at an unknown time: then the
--- key's TTL is only ever lengthened.
-local function cleanWindows(k, cl)
-  local b, j, at = cl.b, cl.j, cl.at
-  local latest, unknown, stale = cl.last, false, {}
-  local h = redis.call('HGETALL', k)
-  for f = 1, #h, 2 do
-    local s = tonumber(h[f])
-    if s == nil or s < b[j] then
-      stale[#stale + 1] = h[f]
-    else
-      local known = false
-      for kk = j, 3 do
-        if h[f] == ARGV[at + kk] then
-          known = true
-          if b[kk + 1] > latest then latest = b[kk + 1] end
-          break
-        end
-      end
-      if not known then unknown = true end
-    end
-  end
-  if #stale > 0 then redis.call('HDEL', k, unpack(stale)) end
-  local px = ttl(latest - now)
-  if unknown then
-    local cur = redis.call('PTTL', k)
-    if cur > px then px = cur end
-  end
-  redis.call('PEXPIRE', k, px)
-end
-
 -- flush writes what the call charged in its view: each GCRA key once,
 -- then per window key its increments and, when it had a window's first
 -- charge, its clean-up.
@@ -1337,7 +1295,7 @@ local function flush()
       redis.call('HINCRBY', k, f, c)
     end
     local cl = wclean[k]
-    if cl ~= nil then cleanWindows(k, cl) end
+    if cl ~= nil then cleanWindows(k, cl.b, cl.j, cl.at, cl.last) end
   end
 end
 
