@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +161,124 @@ func TestLoneStack(t *testing.T) {
 			t.Errorf("%+v: lone %v, want %v", c.req.Items, rc.lone, c.lone)
 		}
 	}
+}
+
+// TestLoneBatchAgreesWithReserve: lone.lua decides a coalesced batch as
+// reserve.lua does, over random batches of 2 to 8 requests of stacks of
+// one to three limits drawn from a few, so that they share keys (GCRA
+// limits with and without leads, hour and day windows small enough to
+// fill, pauses on some and not others, costs of their own, many denied),
+// and now and then a key that one request names as a GCRA limit and
+// another as a window: each batch goes in one call to one store through
+// lone.lua and to another through reserve.lua, and the replies (one per
+// request, errors by their kind), the keys and their TTLs must agree.
+func TestLoneBatchAgreesWithReserve(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	a, b := newStore(t, client, clock), newStore(t, client, clock)
+	ctx := context.Background()
+	lims := []*quota.Limit{
+		gcra("peak", 10, time.Second, 0), gcra("one", 1, time.Second, 1), gcra("thirds", 3, 10*time.Second, 2),
+		gcra("minute", 30, time.Minute, 5),
+		window("hourly", 12, quota.Hour, nil), window("daily", 40, quota.Day, time.FixedZone("east", 5*3600)),
+	}
+	mixed := []*quota.Limit{gcra("mixed", 5, time.Second, 2), window("mixed", 6, quota.Hour, nil)}
+	pauses := [][]string{nil, {"pause"}, {"pause2"}, {"pause", "pause2"}}
+	rng := rand.New(rand.NewPCG(23, 0))
+	for step := range 300 {
+		reqs := make([]*quota.Request, 2+rng.IntN(7))
+		named := map[string]bool{} // the keys this batch may change
+		for r := range reqs {
+			req := &quota.Request{Tag: "lone", Pauses: pauses[rng.IntN(len(pauses))]}
+			capacity := int64(1 << 30)
+			picked := rng.Perm(len(lims))[:1+rng.IntN(3)]
+			var ls []*quota.Limit
+			for _, i := range picked {
+				ls = append(ls, lims[i])
+			}
+			if step%10 == 0 && rng.IntN(2) == 0 {
+				ls = append(ls, mixed[rng.IntN(2)])
+			}
+			for _, l := range ls {
+				it := quota.Item{Limit: l, Key: l.Name}
+				if l.Name == "mixed" {
+					it.Key = fmt.Sprint("mixed", step) // new: either kind may charge it first
+				}
+				if rng.IntN(3) == 0 {
+					it.Cost = 1 + rng.Int64N(min(l.Capacity(), 3))
+				} else {
+					capacity = min(capacity, l.Capacity())
+				}
+				req.Items = append(req.Items, it)
+				named[it.Key] = true
+			}
+			req.Cost = 1 + rng.Int64N(min(capacity, 2))
+			req.MaxWait = time.Duration(rng.Int64N(3)) * time.Second
+			if rng.IntN(6) == 0 {
+				req.MaxWait = 3 * time.Hour // a later window may admit it
+			}
+			if rng.IntN(4) == 0 {
+				req.Lead = time.Duration(rng.Int64N(2_000_000)) * time.Microsecond
+			}
+			reqs[r] = req
+		}
+		switch rng.IntN(8) {
+		case 0:
+			d := time.Duration(rng.Int64N(2000)) * time.Millisecond
+			p := []string{"pause", "pause2"}[rng.IntN(2)]
+			for _, st := range []*Store{a, b} {
+				if err := st.Pause(ctx, "lone", p, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 1:
+			clock.Advance(time.Duration(rng.Int64N(3000)) * time.Millisecond)
+		case 2:
+			clock.Advance(time.Duration(rng.Int64N(90)) * time.Minute) // into later windows
+		}
+		clock.Advance(time.Duration(rng.Int64N(600)) * time.Millisecond)
+		got, want := batchReplies(t, a, reqs, true), batchReplies(t, b, reqs, false)
+		where := fmt.Sprintf("step %d, %d requests", step, len(reqs))
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: lone.lua replied\n%v\nreserve.lua\n%v", where, got, want)
+		}
+		for name := range named {
+			ka, kb := a.Key("lone", name), b.Key("lone", name)
+			va, vb := keyValue(t, client, ka), keyValue(t, client, kb)
+			ta, tb := client.PTTL(ctx, ka).Val(), client.PTTL(ctx, kb).Val()
+			if va != vb || (ta < 0) != (tb < 0) || max(ta-tb, tb-ta) > time.Second {
+				t.Fatalf("%s: %s holds %s (TTL %v) after lone.lua, %s (TTL %v) after reserve.lua", where, name, va, ta, vb, tb)
+			}
+		}
+	}
+}
+
+// batchReplies runs reqs' decisions on st in one call, through lone.lua
+// or reserve.lua, and returns the replies, an error reply as its kind and
+// message without the script's location (which names the script).
+func batchReplies(t *testing.T, st *Store, reqs []*quota.Request, lone bool) []any {
+	t.Helper()
+	batch := make([]*pending, len(reqs))
+	for i, req := range reqs {
+		n := len(req.Items)
+		keys, x := st.extraKeys(req, st.keys(req))
+		c, _ := st.reserveArgs(req, len(keys)-n-x.keys, x, nil)
+		if !c.lone {
+			t.Fatalf("a stack of GCRA limits and windows is not lone.lua's: %+v", req)
+		}
+		batch[i] = &pending{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args, lone: lone}
+	}
+	v, err := st.call(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := v.([]any)
+	for i, r := range vals {
+		if e, ok := r.(error); ok {
+			msg, _, _ := strings.Cut(e.Error(), " script:")
+			vals[i] = "error " + strings.ReplaceAll(msg, st.Prefix(), "") // the store's own prefix
+		}
+	}
+	return vals
 }
