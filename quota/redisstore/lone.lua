@@ -53,16 +53,6 @@ Reply per request reserve.lua's: allowed, now, t, decider, then per item
 
 local m = tonumber(ARGV[3])
 
--- num is tonumber of an argument, each string converted once per call:
--- tonumber costs Redis's Lua about twice a table's making (0.2 µs on a
--- 2-core VM), and the requests of a batch repeat their costs, intervals
--- and tolerances (Lua interns strings, so a hit is one table lookup).
-local num = setmetatable({}, {__index = function(c, s)
-  local v = tonumber(s)
-  c[s] = v
-  return v
-end})
-
 -- The call's view. GCRA: gv (key -> stored tat as the requests so far
 -- left it, 0 when missing) and gw (the keys to write). Windows, made by
 -- the first window item: wv (key -> field -> count as the requests so far
@@ -104,7 +94,7 @@ local function window(k, a)
   end
   local c = {}
   for w = j, hz - 1 do c[w] = h[ARGV[a + 3 + w]] end
-  return {b = b, j = j, hz = hz, cnt = c, at = a + 3, cost = num[ARGV[a + 1]], rate = num[ARGV[a + 2]], h = h}
+  return {b = b, j = j, hz = hz, cnt = c, at = a + 3, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2]), h = h}
 end
 
 -- slot returns the window of window item x that holds t, or nil past its
@@ -136,28 +126,6 @@ local function pausedUntil(pb, np)
   return paused
 end
 
--- lkb, lab, lwins and lpaused are the request decided before this one in
--- the call (its KEYS and ARGV bases, window items and paused-until), when
--- its reads went through whole: a request with the same arguments and
--- keys (concurrent callers of one stack, the common batch) reuses its
--- window items, whose counts follow the view (a charge adds to both), and
--- its pauses, instead of reading them again (as reserve.lua's sameAsLast).
-local lkb, lab, lwins, lpaused
-
--- same reports whether the request at (kb, ab) has the arguments and
--- keys of the one before it. Lua interns strings: each comparison is a
--- pointer's.
-local function same(kb, ab)
-  if lab == nil or ARGV[ab] ~= ARGV[lab] then return false end
-  for i = 1, num[ARGV[ab]] - 1 do
-    if ARGV[ab + i] ~= ARGV[lab + i] then return false end
-  end
-  for i = 1, num[ARGV[ab + 2]] + num[ARGV[ab + 3]] do
-    if KEYS[kb + i] ~= KEYS[lkb + i] then return false end
-  end
-  return true
-end
-
 -- decide fills reply for the request whose keys start after KEYS[kb] and
 -- whose arguments start at ARGV[ab]. The first pass reads each key
 -- through the view: a GCRA item's stored tat goes to the reply's prev slot
@@ -167,23 +135,16 @@ end
 -- ARGV[a], the first at ab + 5, each after 4 per GCRA item before it, + 1
 -- per lead, + 8 per window.
 local function decide(kb, ab, reply)
-  local maxwait, n, np = num[ARGV[ab + 1]], num[ARGV[ab + 2]], num[ARGV[ab + 3]]
-  local paused, wins = 0, nil
-  local reuse = m > 1 and same(kb, ab)
-  if reuse then
-    paused, wins = lpaused, lwins
-  else
-    lab = nil
-    if np > 0 then paused = pausedUntil(kb + n, np) end
-  end
+  local maxwait, n, np = tonumber(ARGV[ab + 1]), tonumber(ARGV[ab + 2]), tonumber(ARGV[ab + 3])
+  local paused = 0
+  if np > 0 then paused = pausedUntil(kb + n, np) end
+  local wins
   local a = ab + 5
   for i = 1, n do
     local k = KEYS[kb + i]
     if ARGV[a] == 'w' then
-      if not reuse then
-        if wins == nil then wins = {} end
-        wins[i] = window(k, a)
-      end
+      if wins == nil then wins = {} end
+      wins[i] = window(k, a)
       a = a + 8
     else
       if winc ~= nil and winc[k] ~= nil then wrongType(k) end
@@ -192,10 +153,10 @@ local function decide(kb, ab, reply)
         stored = tonumber(redis.call('GET', k)) or 0
         gv[k] = stored
       end
-      local cost, T, dvt = num[ARGV[a + 1]], num[ARGV[a + 2]], num[ARGV[a + 3]]
+      local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       local tat = math.max(stored, now)
       if ARGV[a] == 'a' then
-        tat = math.max(stored, now + num[ARGV[a + 4]])
+        tat = math.max(stored, now + tonumber(ARGV[a + 4]))
         a = a + 1
       end
       if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
@@ -203,7 +164,6 @@ local function decide(kb, ab, reply)
       a = a + 4
     end
   end
-  if m > 1 and not reuse then lkb, lab, lwins, lpaused = kb, ab, wins, paused end
   local t, decider = now, -1
   if paused > t then t, decider = paused, -2 end
   local ok = false
@@ -272,10 +232,10 @@ local function decide(kb, ab, reply)
       a = a + 8
     else
       local stored = reply[r + 4]
-      local cost, T, dvt = num[ARGV[a + 1]], num[ARGV[a + 2]], num[ARGV[a + 3]]
+      local cost, T, dvt = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       local tat = math.max(stored, now)
       if ARGV[a] == 'a' then
-        tat = math.max(stored, now + num[ARGV[a + 4]])
+        tat = math.max(stored, now + tonumber(ARGV[a + 4]))
         a = a + 1
       end
       if paused > 0 then tat = math.max(tat, paused + math.min(dvt, drain) - cost * T) end
@@ -324,8 +284,8 @@ for r = 1, m do
     if type(err) ~= 'table' then err = redis.error_reply(tostring(err)) end
     out[r] = err
   end
-  kb = kb + num[ARGV[ab + 2]] + num[ARGV[ab + 3]]
-  ab = ab + num[ARGV[ab]]
+  kb = kb + tonumber(ARGV[ab + 2]) + tonumber(ARGV[ab + 3])
+  ab = ab + tonumber(ARGV[ab])
 end
 flush()
 return out

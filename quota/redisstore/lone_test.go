@@ -169,8 +169,7 @@ func TestLoneStack(t *testing.T) {
 // limits with and without leads, hour and day windows small enough to
 // fill, pauses on some and not others, costs of their own, many denied),
 // and now and then a key that one request names as a GCRA limit and
-// another as a window, and runs of one request repeated (which lone.lua
-// reuses instead of reading again): each batch goes in one call to one store through
+// another as a window: each batch goes in one call to one store through
 // lone.lua and to another through reserve.lua, and the replies (one per
 // request, errors by their kind), the keys and their TTLs must agree.
 func TestLoneBatchAgreesWithReserve(t *testing.T) {
@@ -191,10 +190,6 @@ func TestLoneBatchAgreesWithReserve(t *testing.T) {
 		reqs := make([]*quota.Request, 2+rng.IntN(7))
 		named := map[string]bool{} // the keys this batch may change
 		for r := range reqs {
-			if r > 0 && rng.IntN(3) == 0 {
-				reqs[r] = reqs[r-1] // concurrent callers of one stack: lone.lua reuses the one before
-				continue
-			}
 			req := &quota.Request{Tag: "lone", Pauses: pauses[rng.IntN(len(pauses))]}
 			capacity := int64(1 << 30)
 			picked := rng.Perm(len(lims))[:1+rng.IntN(3)]
