@@ -223,11 +223,11 @@ func (s *Store) drain(l *lane) {
 	}
 }
 
-// call runs reserve.lua for batch, or lone.lua when every decision in it
-// is a stack of GCRA limits and calendar windows that lone.lua decides
-// (issue 22's lean path, alone or coalesced: it decides a batch without
-// reserve.lua's per-item tables), and returns, for a batch of one, its
-// reply, else every reply (checked to be one per decision).
+// call runs reserve.lua for batch (lone.lua for a lone stack of GCRA
+// limits and calendar windows in a call of its own: issue 22's lean path)
+// and returns, for a
+// batch of one, its reply, else every reply (checked to be one per
+// decision).
 func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	var keys []string
 	var args []any
@@ -238,14 +238,10 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 			sc = loneScript
 		}
 	} else {
-		nk, na, lone := 0, 3, true
+		nk, na := 0, 3
 		for _, p := range batch {
 			nk += len(p.keys)
 			na += len(p.args) - 3
-			lone = lone && p.lone
-		}
-		if lone {
-			sc = loneScript
 		}
 		keys = make([]string, 0, nk)
 		args = make([]any, 3, na)
