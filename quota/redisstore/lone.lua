@@ -36,31 +36,22 @@ Reply an array of one reply, reserve.lua's: allowed, now, t, decider,
       a window's B0 .. B4).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua; windowStarts and
+-- now, slack, ttl and drain come from prelude.lua; windowStarts, slot and
 -- cleanWindows from windows.lua.
 
 local maxwait, n, np = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- window reads window item i's key k, whose arguments start at ARGV[a]
 -- ("w"): its starts b (0-based), the window j holding now, its horizon hz
--- (windowStarts, windows.lua) and the counts of windows j .. hz - 1.
+-- (windowStarts, windows.lua) and the counts of windows j .. hz - 1,
+-- in the fields windows.lua's slot reads.
 local function window(k, a)
   local b, j, hz = windowStarts(a)
   if b == nil then error(j) end
   local v = redis.call('HMGET', k, unpack(ARGV, a + 3 + j, a + 2 + hz))
   local c = {}
   for w = j, hz - 1 do c[w] = tonumber(v[w - j + 1]) or 0 end
-  return {b = b, j = j, hz = hz, cnt = c, at = a + 3, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2])}
-end
-
--- slot returns the window of window item x that holds t, or nil past its
--- horizon.
-local function slot(x, t)
-  local b = x.b
-  for k = x.j, x.hz - 1 do
-    if t < b[k + 1] then return k end
-  end
-  return nil
+  return {bs = b, j = j, hz = hz, cnt = c, at = a + 3, cost = tonumber(ARGV[a + 1]), rate = tonumber(ARGV[a + 2])}
 end
 
 -- decide fills reply. The first pass reads each key: a GCRA item's stored
@@ -119,8 +110,8 @@ local function decide(reply)
           if k == nil then
             beyond = true
           elseif x.cnt[k] + x.cost > x.rate then
-            e = x.b[k + 1]
-            beyond = e >= x.b[x.hz]
+            e = x.bs[k + 1]
+            beyond = e >= x.bs[x.hz]
           end
         end
         if e > t then t, decider, moved = e, i - 1, true end
@@ -138,7 +129,7 @@ local function decide(reply)
     local rem, reset, mark, prev = 0, 0, 0, 0
     local x = wins and wins[i]
     if x then
-      local b, k = x.b, x.j
+      local b, k = x.bs, x.j
       if allowed then
         k = slot(x, t)
         redis.call('HINCRBY', KEYS[i], ARGV[x.at + k], x.cost)

@@ -292,7 +292,7 @@ Reply per request, either an error (the server's now is outside B0..B4,
       at once).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua; windowStarts and
+-- now, slack, ttl and drain come from prelude.lua; windowStarts, slot and
 -- cleanWindows from windows.lua.
 local peek = ARGV[2] == 'peek'
 local m = tonumber(ARGV[3])
@@ -380,16 +380,6 @@ local function rollAt(x, t)
   end
   x.rb = b
   return x.rs
-end
-
--- slot returns the window of window item x that holds t, or nil past its
--- horizon.
-local function slot(x, t)
-  local b = x.bs
-  for k = x.j, x.hz - 1 do
-    if t < b[k + 1] then return k end
-  end
-  return nil
 end
 
 -- parseWindow returns the item of window key k whose arguments start at

@@ -2,7 +2,8 @@
 windows.lua is what reserve.lua and lone.lua share of a calendar window
 item ("w": cost, rate, B0 .. B4 from ARGV[a]): Go puts it between
 prelude.lua and each of them (redisstore.go), so that the two decisions
-read the starts and clean a key the same way, written once.
+read the starts, find the window of a time and clean a key the same
+way, written once.
 ]]
 
 -- windowStarts returns the five window starts of the window item whose
@@ -19,6 +20,17 @@ local function windowStarts(a)
   end
   return nil, redis.error_reply('ERR throttle: server time ' .. string.format('%d', now) ..
     ' is outside the windows the client computed: client clock off by more than a window')
+end
+
+-- slot returns the window of window item x (its starts bs, the window j
+-- holding now and its horizon hz, as windowStarts gave them) that holds
+-- t, or nil past its horizon.
+local function slot(x, t)
+  local b = x.bs
+  for k = x.j, x.hz - 1 do
+    if t < b[k + 1] then return k end
+  end
+  return nil
 end
 
 -- cleanWindows does what the first charge of a window of key k asks, b
