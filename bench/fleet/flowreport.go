@@ -87,10 +87,6 @@ func flowsSummary(b *strings.Builder, order []string, figs map[string][]Figures)
 					dur(x.LightWaitP99), pctStr(f.Utilization), mark(f.Utilization >= 0.99), f.Overshoot, mark(f.Overshoot == 0),
 					x.ScriptsPerRequest, f.CmdsSent)
 			}
-			if !fairSupported() {
-				b.WriteString("\nthrottle with `fair: tenant` did not run: this build of throttle has no fair share yet; " +
-					"throttle-fcfs is today's behaviour, the baseline.\n")
-			}
 		}
 	}
 }
@@ -99,10 +95,6 @@ func flowsSummary(b *strings.Builder, order []string, figs map[string][]Figures)
 func flowTables(b *strings.Builder, sc *Scenario, figs []Figures) {
 	if len(sc.Flows) == 0 {
 		return
-	}
-	if sc.needsFair() && !fairSupported() {
-		b.WriteString("\nthrottle with `fair: tenant` did not run: this build of throttle has no fair share yet " +
-			"(a limit's `fair` field); throttle-fcfs, today's behaviour, is the baseline it will be compared with.\n")
 	}
 	clock := "the store's clock"
 	if sc.Compress > 1 {

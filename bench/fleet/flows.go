@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/fleetquota/throttle/providers"
 	"github.com/fleetquota/throttle/quota"
 )
 
@@ -220,14 +218,6 @@ type Record struct {
 	// admitted.
 	Wait int64 `json:"w"`
 }
-
-// fairSupported reports whether this build of throttle knows a limit's
-// fair field (issue 21): noisy-tenant runs throttle with it only then.
-var fairSupported = sync.OnceValue(func() bool {
-	_, err := providers.Load("probe.yaml", []byte("version: 1\nproviders:\n  p:\n    hosts: [example.com]\n"+
-		"    limits:\n      - {name: a, limit: 10/s, fair: tenant}\n"))
-	return err == nil
-})
 
 // needsFair reports whether the scenario's throttle configuration has a
 // fair share.

@@ -121,9 +121,6 @@ func TestFlowConfigs(t *testing.T) {
 					!strings.Contains(yaml, "tenants: {weight2: weight2, weight4: weight4}") {
 					t.Errorf("%s: no fair share or plans in\n%s", name, yaml)
 				}
-				if !fairSupported() {
-					continue
-				}
 			}
 			cfg, err := providers.Load("bench.yaml", []byte(yaml))
 			if err != nil {
@@ -343,12 +340,8 @@ func TestFlowScenarios(t *testing.T) {
 		}
 		runs = append(runs, rs...)
 	}
-	want := 5
-	if fairSupported() {
-		want = 6
-	}
-	if len(runs) != want {
-		t.Fatalf("got %d runs, want %d", len(runs), want)
+	if len(runs) != 6 {
+		t.Fatalf("got %d runs, want 6", len(runs))
 	}
 	for _, r := range runs {
 		f := Analyze(r)

@@ -134,10 +134,6 @@ func Run(ctx context.Context, opts Options) ([]*RunResult, error) {
 			if !selected(opts.Algorithms, algo) || !sc.runs(algo) {
 				continue
 			}
-			if algo == AlgoThrottle && sc.needsFair() && !fairSupported() {
-				opts.logf("== %s / %s: skipped, this build of throttle has no fair share (a limit's fair field)", sc.Name, algo)
-				continue
-			}
 			if err := ctx.Err(); err != nil {
 				return out, err
 			}
