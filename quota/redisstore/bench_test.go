@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -338,7 +339,9 @@ func BenchmarkFairTenantsMemory(b *testing.B) {
 // stack) decision, pipelined 20 at a time so that the round trip does
 // not count, and reads redis-server's own time per call (INFO
 // commandstats, usec_per_call of EVALSHA, after CONFIG RESETSTAT). It
-// reports the medians over the rounds.
+// reports the medians over the rounds. With run=m a call holds m
+// decisions of the stack, as coalescing sends a busy process's: a run
+// for lone.lua, a batch of m requests for reserve.lua.
 //
 //	go test -run '^$' -bench LoneScript -benchtime 20000x ./quota/redisstore/
 func BenchmarkLoneScript(b *testing.B) {
@@ -349,7 +352,6 @@ func BenchmarkLoneScript(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	for _, name := range []string{"limits=1", "limits=2", "limits=3"} {
 		req := stack("vendor", gcra("peak", 1_000_000, time.Second, 0))
 		switch name {
@@ -361,37 +363,58 @@ func BenchmarkLoneScript(b *testing.B) {
 		}
 		keys, x := st.extraKeys(&req, st.keys(&req))
 		c, _ := st.reserveArgs(&req, len(keys)-len(req.Items)-x.keys, x, nil)
-		args := append([]any{"", 0, 1}, c.args[3:]...)
-		b.Run(name, func(b *testing.B) {
-			perCall := map[string][]float64{}
-			for round := 0; round < 7; round++ {
-				for _, sc := range []struct {
-					name string
-					s    *redis.Script
-				}{{"reserve.lua", reserveScript}, {"lone.lua", loneScript}} {
-					if err := sc.s.Load(ctx, client).Err(); err != nil {
-						b.Fatal(err)
-					}
-					if err := client.ConfigResetStat(ctx).Err(); err != nil {
-						b.Fatal(err)
-					}
-					for i := 0; i < b.N; i += 20 {
-						pipe := client.Pipeline()
-						for j := 0; j < 20; j++ {
-							sc.s.EvalSha(ctx, pipe, keys, args...)
-						}
-						if _, err := pipe.Exec(ctx); err != nil {
-							b.Fatal(err)
-						}
-					}
-					perCall[sc.name] = append(perCall[sc.name], evalshaUsec(b, client))
+		for _, m := range []int{1, 4, 16} {
+			var batch []*pending
+			for range m {
+				batch = append(batch, &pending{keys: keys, args: c.args, lone: true})
+			}
+			loneArgs := append([]any{"", 0, m}, loneArgs(batch)[3:]...)
+			var batchKeys []string
+			batchArgs := []any{"", 0, m}
+			for range m {
+				batchKeys = append(batchKeys, keys...)
+				batchArgs = append(batchArgs, c.args[3:]...)
+			}
+			b.Run(fmt.Sprintf("%s/run=%d", name, m), func(b *testing.B) {
+				benchScripts(b, client, batchKeys, batchArgs, keys, loneArgs)
+			})
+		}
+	}
+}
+
+// benchScripts times, in Redis, reserve.lua on keys and args and lone.lua
+// on loneKeys and loneArgs, in alternating rounds (BenchmarkLoneScript).
+func benchScripts(b *testing.B, client *redis.Client, keys []string, args []any, loneKeys []string, loneArgs []any) {
+	ctx := context.Background()
+	perCall := map[string][]float64{}
+	for round := 0; round < 7; round++ {
+		for _, sc := range []struct {
+			name string
+			s    *redis.Script
+			keys []string
+			args []any
+		}{{"reserve.lua", reserveScript, keys, args}, {"lone.lua", loneScript, loneKeys, loneArgs}} {
+			if err := sc.s.Load(ctx, client).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := client.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i += 20 {
+				pipe := client.Pipeline()
+				for j := 0; j < 20; j++ {
+					sc.s.EvalSha(ctx, pipe, sc.keys, sc.args...)
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
 				}
 			}
-			for _, s := range []string{"reserve.lua", "lone.lua"} {
-				slices.Sort(perCall[s])
-				b.ReportMetric(perCall[s][len(perCall[s])/2], s+"-µs/call")
-			}
-		})
+			perCall[sc.name] = append(perCall[sc.name], evalshaUsec(b, client))
+		}
+	}
+	for _, s := range []string{"reserve.lua", "lone.lua"} {
+		slices.Sort(perCall[s])
+		b.ReportMetric(perCall[s][len(perCall[s])/2], s+"-µs/call")
 	}
 }
 

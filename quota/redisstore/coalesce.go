@@ -223,21 +223,24 @@ func (s *Store) drain(l *lane) {
 	}
 }
 
-// call runs reserve.lua for batch (lone.lua for a lone stack of GCRA
-// limits and calendar windows in a call of its own: issue 22's lean path)
-// and returns, for a
+// call runs reserve.lua for batch, or lone.lua (issue 22's lean path) for
+// a lone stack of GCRA limits and calendar windows alone in its call or
+// repeated by every decision of the batch (oneStack), and returns, for a
 // batch of one, its reply, else every reply (checked to be one per
 // decision).
 func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	var keys []string
 	var args []any
 	sc := reserveScript
-	if len(batch) == 1 {
+	switch {
+	case len(batch) == 1:
 		keys, args = batch[0].keys, batch[0].args
 		if batch[0].lone {
 			sc = loneScript
 		}
-	} else {
+	case oneStack(batch):
+		keys, args, sc = batch[0].keys, loneArgs(batch), loneScript
+	default:
 		nk, na := 0, 3
 		for _, p := range batch {
 			nk += len(p.keys)
@@ -258,6 +261,9 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	}
 	s.observeCall(time.Since(begin))
 	vals, ok := v.([]any)
+	if sc == loneScript {
+		return loneReplies(vals, len(batch))
+	}
 	if !ok || len(vals) != len(batch) {
 		return nil, fmt.Errorf("%w: %T of %d replies, want an array of %d", errReply, v, len(vals), len(batch))
 	}
@@ -265,4 +271,79 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 		return vals[0], nil
 	}
 	return vals, nil
+}
+
+// loneReplies splits lone.lua's flat reply vals into the replies of its m
+// decisions, as call returns them: for m = 1 the reply itself. An array
+// of one error is every decision's.
+func loneReplies(vals []any, m int) (any, error) {
+	if len(vals) == 1 {
+		if _, ok := vals[0].(error); ok {
+			if m == 1 {
+				return vals[0], nil
+			}
+			each := make([]any, m)
+			for i := range each {
+				each[i] = vals[0]
+			}
+			return each, nil
+		}
+	}
+	w := len(vals) / m
+	if w < 4 || len(vals) != m*w {
+		return nil, fmt.Errorf("%w: %d elements for %d replies", errReply, len(vals), m)
+	}
+	if m == 1 {
+		return vals, nil
+	}
+	each := make([]any, m)
+	for i := range each {
+		each[i] = vals[i*w : (i+1)*w : (i+1)*w]
+	}
+	return each, nil
+}
+
+// oneStack reports whether every decision of batch is lone.lua's and the
+// same request as the first but for its max wait: the same keys, the same
+// items and costs. lone.lua then reads and writes each key once for the
+// whole batch and makes each further decision with arithmetic alone, where
+// reserve.lua would parse and check each request of its own. A process's
+// busy tag is mostly one stack, so most coalesced calls are such runs.
+func oneStack(batch []*pending) bool {
+	first := batch[0]
+	if !first.lone {
+		return false
+	}
+	for _, p := range batch[1:] {
+		if !p.lone || len(p.keys) != len(first.keys) || len(p.args) != len(first.args) {
+			return false
+		}
+		for i, k := range p.keys {
+			if k != first.keys[i] {
+				return false
+			}
+		}
+		// args[4] is the max wait; args[0:3] are the call's (call).
+		if p.args[3] != first.args[3] {
+			return false
+		}
+		for i := 5; i < len(p.args); i++ {
+			if p.args[i] != first.args[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// loneArgs returns lone.lua's ARGV for the run batch (oneStack): the
+// first decision's, then the max wait of each other decision in order.
+func loneArgs(batch []*pending) []any {
+	first := batch[0].args
+	args := make([]any, len(first), len(first)+len(batch)-1)
+	copy(args, first)
+	for _, p := range batch[1:] {
+		args = append(args, p.args[4])
+	}
+	return args
 }

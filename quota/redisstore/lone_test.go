@@ -71,8 +71,16 @@ func TestLoneAgreesWithReserve(t *testing.T) {
 			clock.Advance(time.Duration(rng.Int64N(90)) * time.Minute) // into later windows
 		}
 		clock.Advance(time.Duration(rng.Int64N(200)) * time.Millisecond)
-		got, want := loneReply(t, a, &req, true), loneReply(t, b, &req, false)
-		where := fmt.Sprintf("step %d, %d limits, cost %d, max wait %v, lead %v", step, len(req.Items), req.Cost, req.MaxWait, req.Lead)
+		// A run: the same request m times, each with a max wait of its
+		// own, as coalescing sends a busy process's stack.
+		waits := []time.Duration{req.MaxWait}
+		if rng.IntN(3) == 0 {
+			for range 1 + rng.IntN(7) {
+				waits = append(waits, time.Duration(rng.Int64N(3))*time.Second)
+			}
+		}
+		got, want := loneReply(t, a, &req, waits, true), loneReply(t, b, &req, waits, false)
+		where := fmt.Sprintf("step %d, %d limits, cost %d, max waits %v, lead %v", step, len(req.Items), req.Cost, waits, req.Lead)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: lone.lua replied %v, reserve.lua %v", where, got, want)
 		}
@@ -106,17 +114,26 @@ func keyValue(t *testing.T, client *redis.Client, k string) string {
 	}
 }
 
-// loneReply runs req's decision on st, through lone.lua or reserve.lua,
-// and returns the reply.
-func loneReply(t *testing.T, st *Store, req *quota.Request, lone bool) any {
+// loneReply runs the decisions of req, one per max wait in waits, on st
+// in one call, through lone.lua or reserve.lua, and returns the reply.
+func loneReply(t *testing.T, st *Store, req *quota.Request, waits []time.Duration, lone bool) any {
 	t.Helper()
 	n := len(req.Items)
-	keys, x := st.extraKeys(req, st.keys(req))
-	c, _ := st.reserveArgs(req, len(keys)-n-x.keys, x, nil)
-	if !c.lone {
-		t.Fatalf("a stack of GCRA limits and windows is not lone.lua's: %+v", req)
+	var batch []*pending
+	for _, w := range waits {
+		r := *req
+		r.MaxWait = w
+		keys, x := st.extraKeys(&r, st.keys(&r))
+		c, _ := st.reserveArgs(&r, len(keys)-n-x.keys, x, nil)
+		if !c.lone {
+			t.Fatalf("a stack of GCRA limits and windows is not lone.lua's: %+v", r)
+		}
+		batch = append(batch, &pending{ctx: context.Background(), tag: r.Tag, keys: keys, args: c.args, lone: lone})
 	}
-	v, err := st.call(context.Background(), []*pending{{ctx: context.Background(), tag: req.Tag, keys: keys, args: c.args, lone: lone}})
+	if lone != oneStack(batch) && len(batch) > 1 {
+		t.Fatalf("a run of one request is not one stack: %+v", req)
+	}
+	v, err := st.call(context.Background(), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
