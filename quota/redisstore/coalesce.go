@@ -33,7 +33,7 @@ type pending struct {
 	tag  string
 	keys []string // its KEYS: item keys, then pause keys
 	args []any    // its ARGV entries: 3 free slots, then its count, ...
-	lone bool     // lone.lua decides it in a call of its own (reserveCall.lone)
+	lone bool     // lone.lua decides it alone or in a run (reserveCall.lone, oneStack)
 	done chan reply
 }
 

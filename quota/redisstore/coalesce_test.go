@@ -304,3 +304,98 @@ func TestCoalesceKindClash(t *testing.T) {
 		t.Errorf("core counts %v, want one window of 2", vals)
 	}
 }
+
+// TestRunOfOneStack: a coalesced call whose decisions repeat one lone
+// stack (a run, lone.lua's) decides them in order as reserve.lua's batch
+// does: each on the state the ones before it left, the one past the burst
+// denied, a max wait of its own each; on a key holding another type every
+// decision of the run fails, with WRONGTYPE.
+func TestRunOfOneStack(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	clock := quotatest.NewClock(start)
+	st := newStore(t, client, clock)
+	ctx := context.Background()
+	const T, dvt = 1_000_000, 2_000_000 // 1 per second, burst 2
+	run := func(key string, waits ...int64) []*pending {
+		var batch []*pending
+		for _, w := range waits {
+			p := gcraPending(key, T, dvt)
+			p.args[4], p.lone = w, true
+			batch = append(batch, p)
+		}
+		if !oneStack(batch) {
+			t.Fatalf("%d decisions of one stack are not a run", len(batch))
+		}
+		return batch
+	}
+	key := st.prefix + "{v}:peak"
+	// The fourth may wait a second: it is admitted a second on.
+	v, err := st.call(ctx, run(key, 0, 0, 0, 1_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now().UnixMicro()
+	var d [4]decision
+	for i, x := range v.([]any) {
+		if d[i], err = parseReserve(x, 1, extra{}); err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+	}
+	if !d[0].allowed || !d[1].allowed || d[2].allowed || !d[3].allowed {
+		t.Fatalf("allowed %v %v %v %v, want true true false true", d[0].allowed, d[1].allowed, d[2].allowed, d[3].allowed)
+	}
+	if d[0].marks[0] != now+T || d[1].prevs[0] != d[0].marks[0] || d[1].marks[0] != now+2*T ||
+		d[3].t != now+T || d[3].prevs[0] != d[1].marks[0] || d[3].marks[0] != now+3*T {
+		t.Errorf("marks %d, %d (prev %d), %d at %d (prev %d), want %d, %d (prev %d), %d at %d (prev %d)",
+			d[0].marks[0], d[1].marks[0], d[1].prevs[0], d[3].marks[0], d[3].t, d[3].prevs[0],
+			now+T, now+2*T, now+T, now+3*T, now+T, now+2*T)
+	}
+	if got, _ := client.Get(ctx, key).Int64(); got != now+3*T {
+		t.Errorf("stored tat %d, want %d", got, now+3*T)
+	}
+
+	wrong := st.prefix + "{v}:hash"
+	if err := client.HSet(ctx, wrong, "a", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err = st.call(ctx, run(wrong, 0, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range v.([]any) {
+		if _, err := parseReserve(x, 1, extra{}); !errors.Is(classify(err), quota.ErrState) || !strings.Contains(fmt.Sprint(err), "WRONGTYPE") {
+			t.Errorf("decision %d on a hash: %v, want WRONGTYPE, ErrState", i, err)
+		}
+	}
+}
+
+// TestOneStack: a run is decisions of lone stacks with the same keys,
+// items and costs; their max waits may differ.
+func TestOneStack(t *testing.T) {
+	t.Parallel()
+	lone := func(key string, cost, wait int64) *pending {
+		p := gcraPending(key, 1000, 2000)
+		p.args[4], p.args[9], p.lone = wait, cost, true
+		return p
+	}
+	reserveOnly := lone("a", 1, 0)
+	reserveOnly.lone = false
+	for _, c := range []struct {
+		name  string
+		batch []*pending
+		run   bool
+	}{
+		{"same", []*pending{lone("a", 1, 0), lone("a", 1, 0)}, true},
+		{"max waits of their own", []*pending{lone("a", 1, 0), lone("a", 1, 5), lone("a", 1, 9)}, true},
+		{"another key", []*pending{lone("a", 1, 0), lone("b", 1, 0)}, false},
+		{"another cost", []*pending{lone("a", 1, 0), lone("a", 2, 0)}, false},
+		{"reserve.lua's first", []*pending{reserveOnly, lone("a", 1, 0)}, false},
+		{"reserve.lua's later", []*pending{lone("a", 1, 0), reserveOnly}, false},
+		{"more items", []*pending{lone("a", 1, 0), {lone: true, keys: []string{"a"}, args: append(lone("a", 1, 0).args, "g", 1, 1000, 2000)}}, false},
+	} {
+		if got := oneStack(c.batch); got != c.run {
+			t.Errorf("%s: oneStack %v, want %v", c.name, got, c.run)
+		}
+	}
+}

@@ -8,10 +8,12 @@
 // step for step; its header explains the numbers. A decision that goes
 // alone (no call of its tag in flight, see "Coalescing") on a stack of
 // GCRA limits that do not learn and calendar windows (neither with
-// classes, pace or a fair share) runs lone.lua instead: the same
-// arguments, replies and writes, with each key read and written once and
-// no table but the reply and a window's figures (the lean path of issue
-// 22; TestLoneAgreesWithReserve holds the two to each other). The store's clock is the
+// classes, pace or a fair share) runs lone.lua instead, and so does a
+// coalesced call whose decisions all repeat one such stack (a run): the
+// same arguments, replies and writes, with each key read and written
+// once per call and each further decision of a run made with arithmetic
+// alone (the lean path of issue 22; TestLoneAgreesWithReserve holds the
+// two scripts to each other). The store's clock is the
 // Redis server's TIME, never the caller's, so machines that disagree on the
 // time still agree on the quota. Calendar windows are placed by Go (Lua has
 // no time zones), which hands the script the window boundaries around its
@@ -126,7 +128,9 @@
 // go together in one script call, as auto-pipelining clients do: the
 // script decides them one after the other in their order of arrival, each
 // all or nothing on its own and each with its own reply or error, and
-// reads and writes each key they share once. One caller at a time pays
+// reads and writes each key they share once (lone.lua when they all
+// repeat one stack of GCRA limits and calendar windows, reserve.lua
+// otherwise). One caller at a time pays
 // nothing for it: a decision that finds no call in flight goes at once, in
 // one round trip. Under load a decision takes one round trip or a share of
 // one (never more), and a queued caller still waits at most

@@ -269,8 +269,8 @@ type reserveCall struct {
 	// alone: the decision is not coalesced (only stacks of GCRA and
 	// window limits are).
 	alone bool
-	// lone: a stack lone.lua decides, when the call holds this decision
-	// alone (loneStack).
+	// lone: a stack lone.lua decides (loneStack), when the call holds
+	// this decision alone or a run of its stack (oneStack).
 	lone bool
 }
 
