@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -220,6 +221,15 @@ func (s *Store) drain(l *lane) {
 				q.done <- reply{vals[i], nil}
 			}
 		}
+		// Let the callers just woken run before the next batch is taken:
+		// callers that ask again at once (a worker pool, a crawler) join
+		// it, so calls grow and Redis decides a run of one stack for a few
+		// µs a decision; callers that went off to make their request cost
+		// this goroutine one turn of the scheduler. Measured at 8 callers
+		// (bench/redisrate/README.md, "A yield before the next batch,
+		// again"): 6–7 decisions a call instead of 4, 1.11–1.26× Allow for
+		// one limit instead of 0.89–1.04×.
+		runtime.Gosched()
 	}
 }
 
