@@ -130,7 +130,9 @@
 // all or nothing on its own and each with its own reply or error, and
 // reads and writes each key they share once (lone.lua when they all
 // repeat one stack of GCRA limits and calendar windows, reserve.lua
-// otherwise). One caller at a time pays
+// otherwise). After a call's replies go out, the lane yields once to the
+// scheduler before it takes the next batch, so that callers just served
+// who ask again at once join it. One caller at a time pays
 // nothing for it: a decision that finds no call in flight goes at once, in
 // one round trip. Under load a decision takes one round trip or a share of
 // one (never more), and a queued caller still waits at most
