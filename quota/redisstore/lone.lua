@@ -39,8 +39,8 @@ Reply the m replies of reserve.lua, one after the other in one flat
       type, or the server's now outside a window's B0 .. B4).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua; windowStarts, slot and
--- cleanWindows from windows.lua.
+-- now, slack, ttl and drain come from prelude.lua; windowStarts, slot,
+-- windowFrom and cleanWindows from windows.lua.
 
 local m, argc = tonumber(ARGV[3]), tonumber(ARGV[4])
 local n, np = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -105,13 +105,7 @@ local function one(items, wins, paused, maxwait, out, o)
         if x.ct then
           e = out[o + 1 + 4 * i]
         else
-          local k = slot(x, t)
-          if k == nil then
-            beyond = true
-          elseif x.cnt[k] + x.cost > x.rate then
-            e = x.bs[k + 1]
-            beyond = e >= x.bs[x.hz]
-          end
+          e, beyond = windowFrom(x, t)
         end
         if e > t then t, decider, moved = e, i - 1, true end
         if beyond then break end

@@ -292,8 +292,8 @@ Reply per request, either an error (the server's now is outside B0..B4,
       at once).
 ]]
 
--- now, slack, ttl and drain come from prelude.lua; windowStarts, slot and
--- cleanWindows from windows.lua.
+-- now, slack, ttl and drain come from prelude.lua; windowStarts, slot,
+-- windowFrom and cleanWindows from windows.lua.
 local peek = ARGV[2] == 'peek'
 local m = tonumber(ARGV[3])
 
@@ -1049,13 +1049,7 @@ local function slotTime(n, paused, from, by)
         e = math.max(t, x.due)
         beyond = e > now + x.per + x.wid
       elseif kind == 'w' then
-        local k = slot(x, t)
-        if k == nil then
-          beyond = true
-        elseif x.cnt[k] + x.cost > x.rate then
-          e = x.bs[k + 1]
-          beyond = e >= x.bs[x.hz]
-        end
+        e, beyond = windowFrom(x, t)
       elseif kind == 'G' then
         e = nil
         for q = 0, x.L - 1 do

@@ -2,8 +2,8 @@
 windows.lua is what reserve.lua and lone.lua share of a calendar window
 item ("w": cost, rate, B0 .. B4 from ARGV[a]): Go puts it between
 prelude.lua and each of them (redisstore.go), so that the two decisions
-read the starts, find the window of a time and clean a key the same
-way, written once.
+read the starts, find the window of a time, move a round's time past a
+full window and clean a key the same way, written once.
 ]]
 
 -- windowStarts returns the five window starts of the window item whose
@@ -31,6 +31,20 @@ local function slot(x, t)
     if t < b[k + 1] then return k end
   end
   return nil
+end
+
+-- windowFrom is one round's step of a plain window item x (slot's x, with
+-- its counts cnt, cost and rate) at time t: the earliest time from t its
+-- cost fits, the start of the next window while the window of t is full,
+-- and whether that is at or past its horizon (the decision cannot be made).
+local function windowFrom(x, t)
+  local k = slot(x, t)
+  if k == nil then return t, true end
+  if x.cnt[k] + x.cost > x.rate then
+    local e = x.bs[k + 1]
+    return e, e >= x.bs[x.hz]
+  end
+  return t, false
 end
 
 -- cleanWindows does what the first charge of a window of key k asks, b
