@@ -270,10 +270,10 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 		return nil, err
 	}
 	s.observeCall(time.Since(begin))
-	vals, ok := v.([]any)
 	if sc == loneScript {
-		return loneReplies(vals, len(batch))
+		return loneReplies(v, len(batch))
 	}
+	vals, ok := v.([]any)
 	if !ok || len(vals) != len(batch) {
 		return nil, fmt.Errorf("%w: %T of %d replies, want an array of %d", errReply, v, len(vals), len(batch))
 	}
@@ -283,11 +283,12 @@ func (s *Store) call(ctx context.Context, batch []*pending) (any, error) {
 	return vals, nil
 }
 
-// loneReplies splits lone.lua's flat reply vals into the replies of its m
-// decisions, as call returns them: for m = 1 the reply itself. An array
-// of one error is every decision's.
-func loneReplies(vals []any, m int) (any, error) {
-	if len(vals) == 1 {
+// loneReplies splits lone.lua's reply v into the replies of its m
+// decisions, as call returns them: for m = 1 the reply itself. Each is
+// a packed, its part of the string lone.lua packed them in; an array of
+// one error is every decision's.
+func loneReplies(v any, m int) (any, error) {
+	if vals, ok := v.([]any); ok && len(vals) == 1 {
 		if _, ok := vals[0].(error); ok {
 			if m == 1 {
 				return vals[0], nil
@@ -299,16 +300,20 @@ func loneReplies(vals []any, m int) (any, error) {
 			return each, nil
 		}
 	}
-	w := len(vals) / m
-	if w < 4 || len(vals) != m*w {
-		return nil, fmt.Errorf("%w: %d elements for %d replies", errReply, len(vals), m)
+	str, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T for %d packed replies, want a string", errReply, v, m)
+	}
+	w := len(str) / m // bytes per reply
+	if w < 4*8 || w%8 != 0 || len(str) != m*w {
+		return nil, fmt.Errorf("%w: %d bytes for %d packed replies", errReply, len(str), m)
 	}
 	if m == 1 {
-		return vals, nil
+		return packed(str), nil
 	}
 	each := make([]any, m)
 	for i := range each {
-		each[i] = vals[i*w : (i+1)*w : (i+1)*w]
+		each[i] = packed(str[i*w : (i+1)*w])
 	}
 	return each, nil
 }

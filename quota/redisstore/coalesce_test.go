@@ -2,10 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,5 +399,70 @@ func TestOneStack(t *testing.T) {
 		if got := oneStack(c.batch); got != c.run {
 			t.Errorf("%s: oneStack %v, want %v", c.name, got, c.run)
 		}
+	}
+}
+
+// TestLoneReplies: lone.lua's packed reply is cut into one packed per
+// decision, 8 bytes a number, big-endian, and parses as reserve.lua's
+// array of the same numbers; a reply of another type or length is
+// malformed, never cut short or read past its end; an array of one error
+// is every decision's.
+func TestLoneReplies(t *testing.T) {
+	t.Parallel()
+	pack := func(nums ...int64) string {
+		b := make([]byte, 0, 8*len(nums))
+		for _, x := range nums {
+			b = binary.BigEndian.AppendUint64(b, uint64(x))
+		}
+		return string(b)
+	}
+	const now = 1_795_000_000_123_456 // µs: above 2^32, and 2^53 above it
+	one := []int64{1, now, now + 5, -1, 3, 1_000_000, now + 1_000_000, now - 7}
+	denied := []int64{0, now, now + 9_000_000, 0, 0, 9_000_000, 0, 0}
+	v, err := loneReplies(pack(append(slices.Clone(one), denied...)...), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]int64{one, denied} {
+		got, err := replyInts(v.([]any)[i], nil)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("decision %d: %v, %v, want %v", i, got, err, want)
+		}
+		fromArray := make([]any, len(want))
+		for j, x := range want {
+			fromArray[j] = x
+		}
+		dp, err := parseReserve(v.([]any)[i], 1, extra{})
+		da, erra := parseReserve(fromArray, 1, extra{})
+		if err != nil || erra != nil || !reflect.DeepEqual(dp, da) {
+			t.Fatalf("decision %d: packed parses as %+v (%v), the array as %+v (%v)", i, dp, err, da, erra)
+		}
+	}
+	if v, err := loneReplies(pack(one...), 1); err != nil || v != packed(pack(one...)) {
+		t.Errorf("a decision alone: %v, %v, want its packed reply", v, err)
+	}
+	for _, c := range []struct {
+		name string
+		v    any
+		m    int
+	}{
+		{"an array", []any{int64(1), int64(2)}, 1},
+		{"an integer", int64(1), 1},
+		{"too short for a decision", pack(1, now, now), 1},
+		{"not whole numbers", pack(one...)[:8*len(one)-3], 1},
+		{"not whole decisions", pack(append(slices.Clone(one), 1)...), 2},
+		{"empty", "", 3},
+	} {
+		if _, err := loneReplies(c.v, c.m); !errors.Is(err, errReply) {
+			t.Errorf("%s: %v, want errReply", c.name, err)
+		}
+	}
+	wrong := errors.New("WRONGTYPE")
+	v, err = loneReplies([]any{wrong}, 3)
+	if err != nil || len(v.([]any)) != 3 || v.([]any)[2] != wrong {
+		t.Errorf("an error for 3 decisions: %v, %v", v, err)
+	}
+	if _, err := parseReserve(packed(pack(1, now, now-1, -1)), 0, extra{}); !errors.Is(err, errReply) {
+		t.Errorf("a packed slot time before now: %v, want errReply", err)
 	}
 }

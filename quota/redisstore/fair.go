@@ -66,17 +66,14 @@ type fairLane struct {
 
 // parseFair parses the entries a decision's reply appends for nf Fair
 // items (fairEntries each), of a decision allowed or not.
-func parseFair(vals []any, nf int, allowed bool) ([]fairLane, error) {
+func parseFair(vals []int64, nf int, allowed bool) ([]fairLane, error) {
 	lanes := make([]fairLane, nf)
 	for j := range lanes {
-		var v [fairEntries]int64
-		for k := range v {
-			e := fairEntries*j + k
-			x, ok := vals[e].(int64)
-			if !ok || x < 0 {
-				return nil, fmt.Errorf("%w: Fair item %d: entry %d is %v, want an integer >= 0", errReply, j, k, vals[e])
+		v := vals[fairEntries*j : fairEntries*(j+1)]
+		for k, x := range v {
+			if x < 0 {
+				return nil, fmt.Errorf("%w: Fair item %d: entry %d is %d, want an integer >= 0", errReply, j, k, x)
 			}
-			v[k] = x
 		}
 		ln := fairLane{mark: v[0], prev: v[1], T: v[2], burst: v[3]}
 		if ln.T < 1 || ln.burst < 1 || (ln.mark > 0 && (!allowed || ln.prev >= ln.mark)) {

@@ -115,8 +115,9 @@ func keyValue(t *testing.T, client *redis.Client, k string) string {
 }
 
 // loneReply runs the decisions of req, one per max wait in waits, on st
-// in one call, through lone.lua or reserve.lua, and returns the reply.
-func loneReply(t *testing.T, st *Store, req *quota.Request, waits []time.Duration, lone bool) any {
+// in one call, through lone.lua or reserve.lua, and returns each
+// decision's numbers (replyInts), or its error's text.
+func loneReply(t *testing.T, st *Store, req *quota.Request, waits []time.Duration, lone bool) []any {
 	t.Helper()
 	n := len(req.Items)
 	var batch []*pending
@@ -137,7 +138,20 @@ func loneReply(t *testing.T, st *Store, req *quota.Request, waits []time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	each := []any{v}
+	if len(batch) > 1 {
+		each = v.([]any)
+	}
+	var out []any
+	for _, r := range each {
+		nums, err := replyInts(r, nil)
+		if err != nil {
+			out = append(out, err.Error())
+		} else {
+			out = append(out, nums)
+		}
+	}
+	return out
 }
 
 // TestLoneStack: lone.lua takes the stacks it can decide and no other.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	_ "embed" // the scripts
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -1064,32 +1065,52 @@ type decision struct {
 
 var errReply = errors.New("malformed reply")
 
-// parseReserve checks and parses a reply of reserve.lua for n items, of
-// which x counts the learning ones, the GCRA items with classes and the
-// Fair items: every element's type, the count, and the ranges of the
-// values.
+// packed is one decision's reply of lone.lua: its numbers, 8 bytes each,
+// big-endian (struct.pack's "i8" in Redis's Lua).
+type packed string
+
+// replyInts appends to buf the numbers of one decision's reply v: an
+// array of integers (reserve.lua's) or a packed (lone.lua's). An error
+// reply is returned as the error it is.
+func replyInts(v any, buf []int64) ([]int64, error) {
+	switch v := v.(type) {
+	case error: // an error reply for this decision alone
+		return nil, v
+	case packed:
+		for i := 0; i+8 <= len(v); i += 8 {
+			buf = append(buf, int64(binary.BigEndian.Uint64([]byte(v[i:i+8]))))
+		}
+		return buf, nil
+	case []any:
+		for i, e := range v {
+			x, ok := e.(int64)
+			if !ok {
+				return nil, fmt.Errorf("%w: element %d is %T, want an integer", errReply, i, e)
+			}
+			buf = append(buf, x)
+		}
+		return buf, nil
+	}
+	return nil, fmt.Errorf("%w: %T, want an array", errReply, v)
+}
+
+// parseReserve checks and parses a reply of reserve.lua or lone.lua for n
+// items, of which x counts the learning ones, the GCRA items with classes
+// and the Fair items: every element's type, the count, and the ranges of
+// the values.
 func parseReserve(v any, n int, ex extra) (decision, error) {
 	const perItem = 4 // remaining, reset after, mark, prev
 	nl, ng, nf := ex.learned, ex.laned, ex.fair
 	var d decision
-	if err, ok := v.(error); ok { // an error reply for this decision alone
+	var buf [32]int64
+	vals, err := replyInts(v, buf[:0])
+	if err != nil {
 		return d, err
-	}
-	vals, ok := v.([]any)
-	if !ok {
-		return d, fmt.Errorf("%w: %T, want an array", errReply, v)
 	}
 	if want := 4 + perItem*n + nl + ng + fairEntries*nf; len(vals) != want {
 		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), want)
 	}
-	var ints [4]int64
-	for i := range ints {
-		x, ok := vals[i].(int64)
-		if !ok {
-			return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, i, vals[i])
-		}
-		ints[i] = x
-	}
+	ints := vals[:4]
 	if ints[0] != 0 && ints[0] != 1 && (ints[0] != 2 || nf == 0) {
 		return d, fmt.Errorf("%w: allowed is %d", errReply, ints[0])
 	}
@@ -1107,15 +1128,7 @@ func parseReserve(v any, n int, ex extra) (decision, error) {
 		d.marks, d.prevs = mp[:n:n], mp[n:]
 	}
 	for i := 0; i < n; i++ {
-		var it [perItem]int64
-		for j := range it {
-			e := 4 + perItem*i + j
-			x, ok := vals[e].(int64)
-			if !ok {
-				return d, fmt.Errorf("%w: element %d is %T, want an integer", errReply, e, vals[e])
-			}
-			it[j] = x
-		}
+		it := vals[4+perItem*i : 4+perItem*(i+1)]
 		if it[0] < 0 || it[1] < 0 {
 			return d, fmt.Errorf("%w: limit %d has remaining %d, reset after %dµs", errReply, i, it[0], it[1])
 		}
@@ -1128,9 +1141,9 @@ func parseReserve(v any, n int, ex extra) (decision, error) {
 		d.learned = make([]int64, nl)
 		for j := range d.learned {
 			e := 4 + perItem*n + j
-			x, ok := vals[e].(int64)
-			if !ok || x <= 0 {
-				return d, fmt.Errorf("%w: learned rate %v (element %d)", errReply, vals[e], e)
+			x := vals[e]
+			if x <= 0 {
+				return d, fmt.Errorf("%w: learned rate %d (element %d)", errReply, x, e)
 			}
 			d.learned[j] = x
 		}
@@ -1139,15 +1152,14 @@ func parseReserve(v any, n int, ex extra) (decision, error) {
 		d.lanes = make([]int64, ng)
 		for j := range d.lanes {
 			e := 4 + perItem*n + nl + j
-			x, ok := vals[e].(int64)
-			if !ok || x < -1 || x >= quota.MaxClasses || (x < 0) == d.allowed {
-				return d, fmt.Errorf("%w: lane %v (element %d) of a decision allowed %v", errReply, vals[e], e, d.allowed)
+			x := vals[e]
+			if x < -1 || x >= quota.MaxClasses || (x < 0) == d.allowed {
+				return d, fmt.Errorf("%w: lane %d (element %d) of a decision allowed %v", errReply, x, e, d.allowed)
 			}
 			d.lanes[j] = x
 		}
 	}
 	if nf > 0 {
-		var err error
 		if d.fair, err = parseFair(vals[4+perItem*n+nl+ng:], nf, d.allowed); err != nil {
 			return d, err
 		}
