@@ -115,14 +115,19 @@ func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Du
 	p.done = make(chan reply, 1)
 	l.queue = append(l.queue, p)
 	l.mu.Unlock()
-	// One context for both: it ends at the point of leaving, then
-	// the caller's time runs on to deadline.
-	ctx, cancel := context.WithDeadline(p.ctx, deadline.Add(-budget))
-	defer cancel()
+	// One timer for both: it fires at the point of leaving, then the
+	// caller's time runs on to deadline.
+	t := timers.Get().(*time.Timer)
+	t.Reset(time.Until(deadline.Add(-budget)))
+	defer func() {
+		t.Stop()
+		timers.Put(t)
+	}()
 	select {
 	case r := <-p.done:
 		return r.v, r.err
-	case <-ctx.Done():
+	case <-t.C:
+	case <-p.ctx.Done():
 	}
 	if p.ctx.Err() == nil && budget > 0 && s.unqueue(l, p) {
 		ctx, cancel := context.WithDeadline(p.ctx, deadline)
@@ -130,8 +135,7 @@ func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Du
 		return s.call(ctx, []*pending{p})
 	}
 	if p.ctx.Err() == nil && budget > 0 { // sent: its reply is on the way
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
+		t.Reset(time.Until(deadline))
 		select {
 		case r := <-p.done:
 			return r.v, r.err
@@ -150,6 +154,17 @@ func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Du
 	}
 	return nil, context.DeadlineExceeded
 }
+
+// timers are stopped timers for wait: a queued decision takes one and
+// gives it back, where a context with a deadline of its own cost it five
+// allocations, and its wait 4.0 µs of Go time instead of 1.6 (8 callers,
+// bench/redisrate). Since Go 1.23 a stopped or reset timer delivers no
+// stale tick, so none is drained.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // unqueue takes p out of l's queue and reports whether it was there (not
 // sent).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/fleetquota/throttle/internal/redistest"
 	"github.com/fleetquota/throttle/quota"
@@ -465,4 +468,122 @@ func TestLoneReplies(t *testing.T) {
 	if _, err := parseReserve(packed(pack(1, now, now-1, -1)), 0, extra{}); !errors.Is(err, errReply) {
 		t.Errorf("a packed slot time before now: %v, want errReply", err)
 	}
+}
+
+// TestQueuedDecisionLeaves: a decision queued behind a call in flight
+// (here a call the test holds, which never returns) leaves the queue when
+// its time left falls to a call's budget and goes alone, decided once; one
+// whose caller gives up while queued returns its context's error,
+// undecided; one sent when its time to leave comes waits for its reply up
+// to its deadline, and past it fails without waiting more. The periods
+// are hundreds of milliseconds apart, so that a loaded machine cannot
+// flip them.
+func TestQueuedDecisionLeaves(t *testing.T) {
+	t.Parallel()
+	const T, dvt = 60_000_000, 600_000_000 // one a minute: the key lives a minute
+	// queue holds lane l of st busy, queues p behind it with deadline
+	// and budget, and returns the channel of its wait's result once p
+	// is in the queue.
+	type result struct {
+		v   any
+		err error
+	}
+	queue := func(st *Store, p *pending, deadline time.Time, budget time.Duration) (*lane, chan result) {
+		l := &st.lanes[maphash.String(st.seed, p.tag)%lanes]
+		l.mu.Lock()
+		l.busy, l.since = true, time.Now()
+		res := make(chan result, 1)
+		go func() {
+			v, err := st.wait(l, *p, deadline, budget) // unlocks l.mu
+			res <- result{v, err}
+		}()
+		l.mu.Lock() // once wait has queued p and unlocked
+		if len(l.queue) != 1 {
+			t.Fatalf("%d queued, want 1", len(l.queue))
+		}
+		l.mu.Unlock()
+		return l, res
+	}
+	ctx := context.Background()
+
+	t.Run("leaves and goes alone", func(t *testing.T) {
+		t.Parallel()
+		st := newStore(t, redistest.Start(t).Client(t), nil)
+		key := st.prefix + "{v}:peak"
+		l, res := queue(st, gcraPending(key, T, dvt), time.Now().Add(2*time.Second), 500*time.Millisecond)
+		r := <-res
+		d, err := parseReserve(r.v, 1, extra{})
+		if r.err != nil || err != nil || !d.allowed {
+			t.Fatalf("left the queue: %v, %+v, %v; want a decision alone, admitted", r.err, d, err)
+		}
+		if len(l.queue) != 0 {
+			t.Errorf("%d still queued", len(l.queue))
+		}
+		if got := st.client.Get(ctx, key).Val(); got != fmt.Sprint(d.marks[0]) {
+			t.Errorf("stored tat %q, want the decision's %d: decided once", got, d.marks[0])
+		}
+	})
+
+	t.Run("caller gives up while queued", func(t *testing.T) {
+		t.Parallel()
+		st := newStore(t, redistest.Start(t).Client(t), nil)
+		key := st.prefix + "{v}:peak"
+		p := gcraPending(key, T, dvt)
+		cctx, cancel := context.WithCancel(ctx)
+		p.ctx = cctx
+		l, res := queue(st, p, time.Now().Add(time.Minute), 500*time.Millisecond)
+		cancel()
+		if r := <-res; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("gave up while queued: %v, %v; want context.Canceled", r.v, r.err)
+		}
+		if len(l.queue) != 0 {
+			t.Errorf("%d still queued", len(l.queue))
+		}
+		if n := st.client.Exists(ctx, key).Val(); n != 0 {
+			t.Errorf("the key exists: decided after the caller gave up")
+		}
+	})
+
+	// Sent: a drain takes the queued decision into a call through a
+	// round trip of 800 ms.
+	sent := func(t *testing.T, deadline time.Duration) (result, time.Duration, string, *Store, chan struct{}) {
+		st, _ := farStore(t, 400*time.Millisecond, 5*time.Second, redis.Options{})
+		key := st.prefix + "{v}:peak"
+		if err := reserveScript.Load(ctx, st.client).Err(); err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		// Leave at 300 ms, before the reply: the call has it then.
+		l, res := queue(st, gcraPending(key, T, dvt), begin.Add(deadline), deadline-300*time.Millisecond)
+		drained := make(chan struct{})
+		go func() {
+			st.drain(l)
+			close(drained)
+		}()
+		r := <-res
+		return r, time.Since(begin), key, st, drained
+	}
+	t.Run("sent waits for its reply", func(t *testing.T) {
+		t.Parallel()
+		r, _, _, _, drained := sent(t, 1600*time.Millisecond) // the reply comes at 800 ms
+		<-drained
+		if d, err := parseReserve(r.v, 1, extra{}); r.err != nil || err != nil || !d.allowed {
+			t.Fatalf("sent, reply on the way: %v, %+v, %v; want its reply, admitted", r.err, d, err)
+		}
+	})
+	t.Run("sent fails at its deadline", func(t *testing.T) {
+		t.Parallel()
+		r, took, key, st, drained := sent(t, 500*time.Millisecond) // the reply comes at 800 ms
+		if r.v != nil || !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("sent, no reply by the deadline: %v, %v; want context.DeadlineExceeded", r.v, r.err)
+		}
+		if took >= 800*time.Millisecond {
+			t.Errorf("returned after %v: waited for the reply past its deadline of 500ms", took)
+		}
+		// The call finishes in the background: decided once.
+		<-drained
+		if n, err := st.client.Exists(ctx, key).Result(); n != 1 {
+			t.Errorf("the call in flight did not decide: %v", err)
+		}
+	})
 }
