@@ -153,10 +153,11 @@ local function one(items, wins, paused, maxwait, rep)
 end
 
 -- decide reads every key once, makes the m decisions in order, their
--- packed replies one after the other in out, then writes each key once: a GCRA
--- item's last tat, a window's charges, and, when a charge was a window's
--- first (its count was 0), the dropping of ended windows and the key's
--- expiry (windows.lua's cleanWindows, which reads the charges just made).
+-- packed replies one after the other in out, then writes each key once:
+-- a GCRA item's last tat, a window's charges, and, when a charge was a
+-- window's first (its count was 0), the dropping of ended windows and the
+-- key's expiry (windows.lua's cleanWindows, which reads the charges just
+-- made).
 -- An item's arguments start at ARGV[a], every item's at 9 + 4 per GCRA
 -- item before it, + 1 per lead, + 8 per window.
 local function decide(out)
