@@ -10,10 +10,11 @@
 // GCRA limits that do not learn and calendar windows (neither with
 // classes, pace or a fair share) runs lone.lua instead, and so does a
 // coalesced call whose decisions all repeat one such stack (a run): the
-// same arguments, replies and writes, with each key read and written
-// once per call and each further decision of a run made with arithmetic
-// alone (the lean path of issue 22; TestLoneAgreesWithReserve holds the
-// two scripts to each other). The store's clock is the
+// same arguments, decisions and writes, with each key read and written
+// once per call, each further decision of a run made with arithmetic
+// alone, and the replies' numbers packed in one string (the lean path of
+// issue 22; TestLoneAgreesWithReserve holds the two scripts to each
+// other). The store's clock is the
 // Redis server's TIME, never the caller's, so machines that disagree on the
 // time still agree on the quota. Calendar windows are placed by Go (Lua has
 // no time zones), which hands the script the window boundaries around its
