@@ -119,10 +119,7 @@ func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Du
 	// caller's time runs on to deadline.
 	t := timers.Get().(*time.Timer)
 	t.Reset(time.Until(deadline.Add(-budget)))
-	defer func() {
-		t.Stop()
-		timers.Put(t)
-	}()
+	defer release(t)
 	select {
 	case r := <-p.done:
 		return r.v, r.err
@@ -158,13 +155,26 @@ func (s *Store) wait(l *lane, queued pending, deadline time.Time, budget time.Du
 // timers are stopped timers for wait: a queued decision takes one and
 // gives it back, where a context with a deadline of its own cost it five
 // allocations, and its wait 4.0 µs of Go time instead of 1.6 (8 callers,
-// bench/redisrate). Since Go 1.23 a stopped or reset timer delivers no
-// stale tick, so none is drained.
+// bench/redisrate). Since Go 1.23 a stopped timer keeps no stale tick;
+// wait still drains one that fired unread, since a program can ask for
+// the old timers (GODEBUG asynctimerchan=1), and a stale tick would make
+// the next waiter leave, or give up, at once.
 var timers = sync.Pool{New: func() any {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
 }}
+
+// release stops t and gives it back to timers with no tick left in it.
+func release(t *time.Timer) {
+	if !t.Stop() {
+		select { // a tick an asynctimerchan=1 program left unread
+		case <-t.C:
+		default:
+		}
+	}
+	timers.Put(t)
+}
 
 // unqueue takes p out of l's queue and reports whether it was there (not
 // sent).

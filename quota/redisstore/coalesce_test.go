@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -586,4 +588,32 @@ func TestQueuedDecisionLeaves(t *testing.T) {
 			t.Errorf("the call in flight did not decide: %v", err)
 		}
 	})
+}
+
+// TestReleasedTimerHoldsNoTick: a timer wait gives back to the pool holds
+// no tick, even in a program that asks for the timers before Go 1.23
+// (GODEBUG asynctimerchan=1), whose channel keeps a tick nobody read: the
+// next queued decision would take it for its time to leave, or to give
+// up. The test runs itself again with that setting.
+func TestReleasedTimerHoldsNoTick(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("THROTTLE_TEST_ASYNC_TIMERS") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReleasedTimerHoldsNoTick$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "THROTTLE_TEST_ASYNC_TIMERS=1", "GODEBUG=asynctimerchan=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("with asynctimerchan=1: %v\n%s", err, out)
+		}
+		return
+	}
+	tm := timers.Get().(*time.Timer)
+	tm.Reset(time.Millisecond)
+	for wait := time.Now().Add(10 * time.Second); len(tm.C) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("the timer left no tick in its channel: not the timers of asynctimerchan=1")
+		}
+	}
+	release(tm)
+	if n := len(tm.C); n != 0 {
+		t.Fatalf("a released timer holds %d ticks", n)
+	}
 }
