@@ -478,8 +478,8 @@ func TestLoneReplies(t *testing.T) {
 // whose caller gives up while queued returns its context's error,
 // undecided; one sent when its time to leave comes waits for its reply up
 // to its deadline, and past it fails without waiting more. The periods
-// are hundreds of milliseconds apart, so that a loaded machine cannot
-// flip them.
+// are 300 ms to seconds apart, so that a loaded machine cannot flip
+// them.
 func TestQueuedDecisionLeaves(t *testing.T) {
 	t.Parallel()
 	const T, dvt = 60_000_000, 600_000_000 // one a minute: the key lives a minute
@@ -547,9 +547,10 @@ func TestQueuedDecisionLeaves(t *testing.T) {
 	})
 
 	// Sent: a drain takes the queued decision into a call through a
-	// round trip of 800 ms.
+	// round trip of rtt.
+	const rtt = 2 * time.Second
 	sent := func(t *testing.T, deadline time.Duration) (result, time.Duration, string, *Store, chan struct{}) {
-		st, _ := farStore(t, 400*time.Millisecond, 5*time.Second, redis.Options{})
+		st, _ := farStore(t, rtt/2, 10*time.Second, redis.Options{})
 		key := st.prefix + "{v}:peak"
 		if err := reserveScript.Load(ctx, st.client).Err(); err != nil {
 			t.Fatal(err)
@@ -567,7 +568,7 @@ func TestQueuedDecisionLeaves(t *testing.T) {
 	}
 	t.Run("sent waits for its reply", func(t *testing.T) {
 		t.Parallel()
-		r, _, _, _, drained := sent(t, 1600*time.Millisecond) // the reply comes at 800 ms
+		r, _, _, _, drained := sent(t, 2*rtt) // the reply comes at rtt
 		<-drained
 		if d, err := parseReserve(r.v, 1, extra{}); r.err != nil || err != nil || !d.allowed {
 			t.Fatalf("sent, reply on the way: %v, %+v, %v; want its reply, admitted", r.err, d, err)
@@ -575,11 +576,11 @@ func TestQueuedDecisionLeaves(t *testing.T) {
 	})
 	t.Run("sent fails at its deadline", func(t *testing.T) {
 		t.Parallel()
-		r, took, key, st, drained := sent(t, 500*time.Millisecond) // the reply comes at 800 ms
+		r, took, key, st, drained := sent(t, 500*time.Millisecond) // the reply comes at rtt
 		if r.v != nil || !errors.Is(r.err, context.DeadlineExceeded) {
 			t.Fatalf("sent, no reply by the deadline: %v, %v; want context.DeadlineExceeded", r.v, r.err)
 		}
-		if took >= 800*time.Millisecond {
+		if took >= rtt {
 			t.Errorf("returned after %v: waited for the reply past its deadline of 500ms", took)
 		}
 		// The call finishes in the background: decided once.
