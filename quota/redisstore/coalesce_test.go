@@ -512,7 +512,8 @@ func TestQueuedDecisionLeaves(t *testing.T) {
 		t.Parallel()
 		st := newStore(t, redistest.Start(t).Client(t), nil)
 		key := st.prefix + "{v}:peak"
-		l, res := queue(st, gcraPending(key, T, dvt), time.Now().Add(2*time.Second), 500*time.Millisecond)
+		// Leaves at 2 s, with 2 s to make its call alone.
+		l, res := queue(st, gcraPending(key, T, dvt), time.Now().Add(4*time.Second), 2*time.Second)
 		r := <-res
 		d, err := parseReserve(r.v, 1, extra{})
 		if r.err != nil || err != nil || !d.allowed {
