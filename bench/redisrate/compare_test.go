@@ -45,6 +45,12 @@ var (
 //go:embed mingcra.lua
 var minGCRA string
 
+// minStack is the least a decision of the 3-limit stack can do in a
+// round trip.
+//
+//go:embed minstack.lua
+var minStack string
+
 // goroutines are the numbers of callers each case runs with.
 var goroutines = []int{1, 8, 64}
 
@@ -142,6 +148,10 @@ func run(b *testing.B, g int, op func(ctx context.Context) error) ([]time.Durati
 //     the most any store that decides in one round trip can reach;
 //   - floor/min-gcra: mingcra.lua, the least a GCRA decision can do in a
 //     round trip (TIME, GET, SET), the most any one-limit store can reach;
+//   - floor/min-stack: minstack.lua, the least a decision of the 3-limit
+//     stack can do in a round trip (TIME, 2 GET, HGET, 2 SET, HINCRBY),
+//     the most any store of that stack can reach when it decides in a
+//     round trip of its own;
 //   - floor/min-gcra-handoff: the same run on a goroutine the caller
 //     stops waiting for at a timeout: the most any one-limit store that
 //     bounds its calls on a client that ignores context deadlines (the
@@ -209,14 +219,19 @@ func BenchmarkCompare(b *testing.B) {
 		}
 	}
 	// The floors, through the same client: a script that does nothing
-	// (no decision made in a round trip of its own is faster) and the
-	// least a GCRA decision can do (no one-limit store is faster).
-	noop, least := redis.NewScript("return 1"), redis.NewScript(minGCRA)
+	// (no decision made in a round trip of its own is faster), the least
+	// a GCRA decision can do (no one-limit store is faster) and the least
+	// a decision of the 3-limit stack can do (no store of it is faster).
+	noop, least, leastStack := redis.NewScript("return 1"), redis.NewScript(minGCRA), redis.NewScript(minStack)
 	floor := func(ctx context.Context) error {
 		return noop.Run(ctx, client, []string{"vendor:noop"}).Err()
 	}
 	minimal := func(ctx context.Context) error {
 		return least.Run(ctx, client, []string{"vendor:min"}, 1, 1, 1_000_000).Err()
+	}
+	minimalStack := func(ctx context.Context) error {
+		return leastStack.Run(ctx, client, []string{"vendor:min:peak", "vendor:min:minute", "vendor:min:daily"},
+			1, 1, 1_000_000, 1, 60_000_000, 0, int64(1)<<40).Err()
 	}
 	// The same, bounded by a timeout on a client that does not stop a
 	// call at the context's deadline (the default client): the call must
@@ -243,6 +258,7 @@ func BenchmarkCompare(b *testing.B) {
 	}{
 		{"floor/noop-script", floor},
 		{"floor/min-gcra", minimal},
+		{"floor/min-stack", minimalStack},
 		{"floor/min-gcra-handoff", bounded},
 		{"throttle/limits=1", reserve(st, one)},
 		{"throttle/limits=3", reserve(st, three)},
