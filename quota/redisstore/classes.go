@@ -258,12 +258,12 @@ func classEntries(req *quota.Request) int {
 
 // parseClasses sets the Lanes and Held of items, req's, from vals, the
 // entries a peek appends for them (classEntries).
-func parseClasses(req *quota.Request, items []ItemState, vals []any) error {
+func parseClasses(req *quota.Request, items []ItemState, vals []int64) error {
 	e := 0
 	next := func() (int64, error) {
-		x, ok := vals[e].(int64)
-		if !ok || x < 0 {
-			return 0, fmt.Errorf("%w: peek reply: class entry %d is %v, want an integer >= 0", errReply, e, vals[e])
+		x := vals[e]
+		if x < 0 {
+			return 0, fmt.Errorf("%w: peek reply: class entry %d is %d, want an integer >= 0", errReply, e, x)
 		}
 		e++
 		return x, nil
@@ -273,8 +273,8 @@ func parseClasses(req *quota.Request, items []ItemState, vals []any) error {
 		switch {
 		case l.Reserve == nil:
 		case l.Kind == quota.GCRA:
-			if lane, ok := vals[e].(int64); !ok || lane != -1 {
-				return fmt.Errorf("%w: peek reply: item %d charged lane %v", errReply, i, vals[e])
+			if lane := vals[e]; lane != -1 {
+				return fmt.Errorf("%w: peek reply: item %d charged lane %d", errReply, i, lane)
 			}
 			e++
 			lanes := make([]quota.Status, len(l.Reserve)+1)

@@ -164,21 +164,19 @@ type FairState struct {
 
 // parseFairPeek sets the Fair of items, req's, from vals, the entries a
 // peek appends for its Fair items (fairEntries and fairPeekEntries each).
-func parseFairPeek(req *quota.Request, items []ItemState, vals []any) error {
+func parseFairPeek(req *quota.Request, items []ItemState, vals []int64) error {
 	e := 0
 	for i := range req.Items {
 		if !req.Items[i].Limit.Fair {
 			continue
 		}
-		var v [fairEntries + fairPeekEntries]int64
-		for k := range v {
-			x, ok := vals[e].(int64)
-			if !ok || x < 0 {
-				return fmt.Errorf("%w: peek reply: Fair entry %d is %v, want an integer >= 0", errReply, e, vals[e])
+		v := vals[e : e+fairEntries+fairPeekEntries]
+		for k, x := range v {
+			if x < 0 {
+				return fmt.Errorf("%w: peek reply: Fair entry %d is %d, want an integer >= 0", errReply, e+k, x)
 			}
-			v[k] = x
-			e++
 		}
+		e += len(v)
 		if v[0] != 0 || v[2] < 1 || v[3] < 1 {
 			return fmt.Errorf("%w: peek reply: item %d: Fair lane %v", errReply, i, v[:fairEntries])
 		}

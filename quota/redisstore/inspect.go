@@ -224,27 +224,27 @@ func parseInspect(req *quota.Request, keys []string, x extra, v any) (Snapshot, 
 	if !ok || len(out) != 1 {
 		return snap, fmt.Errorf("%w: peek reply %T of %d replies, want an array of 1", errReply, v, len(out))
 	}
-	if err, ok := out[0].(error); ok { // an error reply for this request's keys
+	// An error reply for this request's keys is returned as it is; every
+	// element of an array must be an integer.
+	vals, err := replyInts(out[0], nil)
+	if err != nil {
 		return snap, err
 	}
-	vals, ok := out[0].([]any)
-	if want := 4 + (4+perItem)*n + np + nl + nc + nf; !ok || len(vals) != want {
-		return snap, fmt.Errorf("%w: peek reply %T of %d elements, want %d", errReply, out[0], len(vals), want)
+	if want := 4 + (4+perItem)*n + np + nl + nc + nf; len(vals) != want {
+		return snap, fmt.Errorf("%w: peek reply of %d elements, want %d", errReply, len(vals), want)
 	}
 	tail := len(vals) - nl - nc - nf // where the learned rates start
-	d, err := parseReserve(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, extra{learned: nl})
+	d, err := parseDecision(append(vals[:4+4*n:4+4*n], vals[tail:tail+nl]...), n, extra{learned: nl})
 	if err != nil {
 		return snap, err
 	}
 	learnedRates(req, d)
 	snap.Now = time.UnixMicro(d.now)
-	ints := make([]int64, 0, perItem*n+np)
-	for e := 4 + 4*n; e < tail; e++ {
-		x, ok := vals[e].(int64)
-		if !ok || x < 0 {
-			return snap, fmt.Errorf("%w: peek reply element %d is %v, want an integer >= 0", errReply, e, vals[e])
+	ints := vals[4+4*n : tail]
+	for e, x := range ints {
+		if x < 0 {
+			return snap, fmt.Errorf("%w: peek reply element %d is %d, want an integer >= 0", errReply, 4+4*n+e, x)
 		}
-		ints = append(ints, x)
 	}
 	snap.Items = make([]ItemState, n)
 	for i := range snap.Items {

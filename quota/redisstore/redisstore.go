@@ -1099,14 +1099,21 @@ func replyInts(v any, buf []int64) ([]int64, error) {
 // and the Fair items: every element's type, the count, and the ranges of
 // the values.
 func parseReserve(v any, n int, ex extra) (decision, error) {
-	const perItem = 4 // remaining, reset after, mark, prev
-	nl, ng, nf := ex.learned, ex.laned, ex.fair
-	var d decision
 	var buf [32]int64
 	vals, err := replyInts(v, buf[:0])
 	if err != nil {
-		return d, err
+		return decision{}, err
 	}
+	return parseDecision(vals, n, ex)
+}
+
+// parseDecision is parseReserve on the numbers of the reply, vals: the
+// count and the ranges of the values.
+func parseDecision(vals []int64, n int, ex extra) (decision, error) {
+	const perItem = 4 // remaining, reset after, mark, prev
+	nl, ng, nf := ex.learned, ex.laned, ex.fair
+	var d decision
+	var err error
 	if want := 4 + perItem*n + nl + ng + fairEntries*nf; len(vals) != want {
 		return d, fmt.Errorf("%w: %d elements, want %d", errReply, len(vals), want)
 	}
